@@ -1,0 +1,123 @@
+# dqn — GNU Makefile. `make` builds libdqn (static + shared), build/dqn and the tests;
+# `make test` runs every test (also under ASan/UBSan); `make install PREFIX=...`.
+# Options: BLAS=auto|openblas|builtin  CUDA=auto|0|1  SAN=0|1  BUILD=dir  CUDA_ARCH=sm_90
+PREFIX   ?= /usr/local
+BUILD    ?= build
+BLAS     ?= auto
+CUDA     ?= auto
+SAN      ?= 0
+CUDA_ARCH ?= sm_90
+CC       ?= cc
+NVCC     ?= nvcc
+CUDA_HOME ?= /usr/local/cuda
+
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -D_POSIX_C_SOURCE=200809L \
+               -Iinclude -Isrc
+ifeq ($(SAN),1)
+  CFLAGS_BASE += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+  LDSAN := -fsanitize=address,undefined
+  CUDA := 0
+endif
+CFLAGS ?=
+CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
+LDLIBS := -lm -lpthread
+
+# ---- BLAS detection: OpenBLAS (Debian's libopenblas-dev) if present, else the built-in GEMM
+HAVE_OPENBLAS := $(shell printf '\#include <cblas.h>\nint main(void){return 0;}' | \
+    $(CC) -x c - -o /dev/null -lopenblas 2>/dev/null && echo 1)
+ifeq ($(BLAS),auto)
+  BLAS := $(if $(HAVE_OPENBLAS),openblas,builtin)
+endif
+ifeq ($(BLAS),openblas)
+  CFLAGS += -DDQN_HAVE_OPENBLAS=1
+  LDLIBS += -lopenblas
+endif
+
+# ---- CUDA detection: compile and link the CUDA backend whenever nvcc is there
+HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
+ifeq ($(CUDA),auto)
+  CUDA := $(if $(HAVE_NVCC),1,0)
+endif
+
+SRCS := $(shell find src -name '*.c' -not -path 'src/backends/cuda/*' | sort)
+CU_SRCS := $(shell find src/backends/cuda -name '*.cu' 2>/dev/null | sort)
+ifeq ($(CUDA),1)
+  CFLAGS += -DDQN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  NVFLAGS := -O3 -arch=$(CUDA_ARCH) -std=c++17 -Iinclude -Isrc -DDQN_HAVE_CUDA=1 \
+             -Xcompiler -fPIC,-Wall,-Wextra,-Werror -Werror all-warnings --expt-relaxed-constexpr
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+  OBJS_CU := $(patsubst src/%.cu,$(BUILD)/obj/%.o,$(CU_SRCS))
+else
+  OBJS_CU :=
+endif
+
+OBJS := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRCS)) $(OBJS_CU)
+LIB_OBJS := $(filter-out $(BUILD)/obj/cli/%,$(OBJS))
+CLI_OBJS := $(filter $(BUILD)/obj/cli/%,$(OBJS))
+TEST_SRCS := $(sort $(wildcard tests/test_*.c))
+TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+BENCH_SRCS := $(sort $(wildcard bench/bench_*.c))
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+.PHONY: all lib test test-unit test-gpu install clean bench info
+all: info $(BUILD)/libdqn.a $(BUILD)/libdqn.so $(BUILD)/dqn $(TESTS) $(BENCHES)
+
+info:
+	@echo "dqn: GEMM=$(BLAS) CUDA=$(CUDA) SAN=$(SAN) build=$(BUILD)"
+
+$(BUILD)/obj/%.o: src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: src/%.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/libdqn.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libdqn.so: $(LIB_OBJS)
+	$(CC) -shared -o $@ $^ $(LDSAN) $(LDLIBS)
+
+$(BUILD)/dqn: $(CLI_OBJS) $(BUILD)/libdqn.a
+	$(CC) $(CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libdqn.a $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libdqn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
+
+# Every test: the normal build, the same unit tests under ASan+UBSan, the Python references.
+test: all
+	@$(MAKE) --no-print-directory SAN=1 BUILD=$(BUILD)-san CUDA=0 lib-and-tests
+	@bash tests/run_tests.sh $(BUILD) $(BUILD)-san
+
+lib-and-tests: $(BUILD)/libdqn.a $(BUILD)/dqn $(TESTS)
+
+# Only the C unit tests of one build (quick loop while developing)
+test-unit: all
+	@bash tests/run_tests.sh $(BUILD)
+
+test-gpu: all
+	@bash tests/run_gpu_tests.sh $(BUILD)
+
+bench: all
+	@bash bench/run.sh $(BUILD)
+
+install: $(BUILD)/libdqn.a $(BUILD)/libdqn.so $(BUILD)/dqn
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(BUILD)/libdqn.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libdqn.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/dqn.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/dqn $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' -e 's|@LIBS@|$(LDLIBS)|' \
+	    dqn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dqn.pc
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,186 @@
+/* The backend op table: every op the model, the loss, the optimizer and the replay need, defined
+ * once here and implemented per backend (cpu/, cuda/). The model (src/model) composes only these,
+ * so there is one network definition. Pointers are backend memory (host for CPU, device for CUDA).
+ * Every op is asynchronous with respect to the host on CUDA (stream-ordered, capturable into a
+ * graph: no allocation, no sync, no pageable copies inside). Scalars that change between graph
+ * replays (the update counter, the replay size, the gradient norm) live in backend memory and are
+ * passed by pointer.
+ *
+ * Layouts: row-major. A linear layer's W is [out, in] (PyTorch's), y = x W^T + b.
+ * Rows of per-tau tensors are ordered (sample s, tau i): row s*T + i.
+ * Branches: D branches of sizes n_1..n_D packed into A = sum n_b columns; branch b occupies
+ * columns [off_b, off_b + n_b). Actions are int32 [B, D], each in [0, n_b).
+ */
+#ifndef DQN_BACKEND_H
+#define DQN_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+#include "dqn.h"
+
+#define DQN_MAX_BRANCHES 16
+
+typedef struct dqn_backend dqn_backend;
+
+typedef struct {
+    int D;                        /* number of branches */
+    int n[DQN_MAX_BRANCHES];      /* branch sizes */
+    int off[DQN_MAX_BRANCHES];    /* column offsets, off[0] = 0 */
+    int A;                        /* total columns */
+} dqn_branches;
+
+typedef enum { DQN_TARGET_MEAN = 0, DQN_TARGET_INDEPENDENT = 1 } dqn_target_mode;
+typedef enum { DQN_MATH_FP32 = 0, DQN_MATH_TF32 = 1 } dqn_math_mode;
+
+typedef struct dqn_ops {
+    const char *name;
+    /* ---- memory (outside the update step) ---- */
+    dqn_status (*alloc)(dqn_backend *be, void **p, size_t bytes);  /* zero-filled */
+    void (*free)(dqn_backend *be, void *p);
+    dqn_status (*h2d)(dqn_backend *be, void *dst, const void *src, size_t bytes);
+    dqn_status (*d2h)(dqn_backend *be, void *dst, const void *src, size_t bytes);  /* synchronous */
+    dqn_status (*d2d)(dqn_backend *be, void *dst, const void *src, size_t bytes);
+    dqn_status (*fill)(dqn_backend *be, float *x, float v, size_t n);
+    dqn_status (*sync)(dqn_backend *be);
+    void (*destroy)(dqn_backend *be);
+
+    /* ---- dense layers ---- */
+    /* Y[M,N] = X[M,K] W[N,K]^T + b[N] (b may be NULL) */
+    dqn_status (*linear_fwd)(dqn_backend *be, const float *X, const float *W, const float *b,
+                             float *Y, int M, int K, int N);
+    /* dX[M,K] = dY W (skipped when dX is NULL); dW[N,K] = dY^T X; db[N] = sum_rows dY.
+     * dW and db are overwritten (each parameter is used once per backward pass). */
+    dqn_status (*linear_bwd)(dqn_backend *be, const float *X, const float *W, const float *dY,
+                             float *dX, float *dW, float *db, int M, int K, int N);
+
+    /* ---- activations, in place allowed (y may equal x) ---- */
+    dqn_status (*relu_fwd)(dqn_backend *be, const float *x, float *y, size_t n);
+    /* dx = dy * (y > 0); y is the forward output; dx may equal dy */
+    dqn_status (*relu_bwd)(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n);
+    dqn_status (*elu_fwd)(dqn_backend *be, const float *x, float *y, size_t n);  /* alpha 1 */
+    /* dx = dy * (y > 0 ? 1 : y + 1); y is the forward output; dx may equal dy */
+    dqn_status (*elu_bwd)(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n);
+
+    /* ---- GRN gate: r[M,d] = h + g[:, 0:d] * sigmoid(g[:, d:2d]), g is [M, 2d] ---- */
+    dqn_status (*gate_fwd)(dqn_backend *be, const float *h, const float *g, float *r, int M, int d);
+    /* dh = dr (written, not accumulated); dg[M,2d] written */
+    dqn_status (*gate_bwd)(dqn_backend *be, const float *g, const float *dr, float *dh, float *dg,
+                           int M, int d);
+
+    /* ---- LayerNorm over the last dim, eps 1e-5: y = (x - mu) * rstd * gamma + beta.
+     * mean/rstd [M] are saved for the backward. ---- */
+    dqn_status (*layernorm_fwd)(dqn_backend *be, const float *x, const float *gamma,
+                                const float *beta, float *y, float *mean, float *rstd, int M, int d);
+    /* dx[M,d] written; dgamma[d], dbeta[d] overwritten */
+    dqn_status (*layernorm_bwd)(dqn_backend *be, const float *x, const float *gamma,
+                                const float *mean, const float *rstd, const float *dy, float *dx,
+                                float *dgamma, float *dbeta, int M, int d);
+
+    /* ---- IQN ---- */
+    /* C[R, n_cos]: C[r,k-1] = cos(pi * k * tau[r]), k = 1..n_cos */
+    dqn_status (*cos_embed)(dqn_backend *be, const float *tau, float *C, int R, int n_cos);
+    /* z[s*T+i, :] = h[s, :] * phi[s*T+i, :], h [B,d], phi and z [B*T, d] */
+    dqn_status (*mul_bcast_fwd)(dqn_backend *be, const float *h, const float *phi, float *z, int B,
+                                int T, int d);
+    /* dh[s,:] = sum_i dz[s*T+i,:] * phi[s*T+i,:] (written); dphi = dz * h (written) */
+    dqn_status (*mul_bcast_bwd)(dqn_backend *be, const float *h, const float *phi, const float *dz,
+                                float *dh, float *dphi, int B, int T, int d);
+    /* out[B*T, 2d] = [z[r,:], h[r/T,:]] */
+    dqn_status (*concat_bcast_fwd)(dqn_backend *be, const float *z, const float *h, float *out,
+                                   int B, int T, int d);
+    /* dz[r,:] = dout[r, 0:d] (written); dh[s,:] += sum_i dout[s*T+i, d:2d] (ACCUMULATED) */
+    dqn_status (*concat_bcast_bwd)(dqn_backend *be, const float *dout, float *dz, float *dh, int B,
+                                   int T, int d);
+
+    /* ---- dueling combine: Z[R, A] with Z[r, off_b + a] = V[r] + Adv[r, off_b+a] - mean_a' Adv[r, off_b+a'] ---- */
+    dqn_status (*dueling_fwd)(dqn_backend *be, const float *V, const float *Adv, float *Z, int R,
+                              const dqn_branches *br);
+    /* dV[r] = sum_cols dZ[r,:]; dAdv[r, off_b+a] = dZ[r, off_b+a] - mean_a' dZ[r, off_b+a'] */
+    dqn_status (*dueling_bwd)(dqn_backend *be, const float *dZ, float *dV, float *dAdv, int R,
+                              const dqn_branches *br);
+
+    /* ---- action selection: Q[s, c] = mean_k Z[s*K+k, c]; act[s, b] = argmax over branch b
+     * (lowest index on ties). Q may be NULL. ---- */
+    dqn_status (*q_argmax)(dqn_backend *be, const float *Z, float *Q, int32_t *act, int B, int K,
+                           const dqn_branches *br);
+
+    /* ---- targets: Zt [B*Nt, A] target net on x', astar [B, D] int32, R[B], discount[B]
+     * (gamma^n * (1 - terminated)); mode MEAN: y[s*Nt + j] = R + disc * (1/D) sum_b Zt[s*Nt+j, off_b + astar_b]
+     * (y is [B, 1, Nt]); INDEPENDENT: y[(s*D + b)*Nt + j] = R + disc * Zt[s*Nt+j, off_b + astar_b]
+     * (y is [B, D, Nt]). ---- */
+    dqn_status (*iqn_targets)(dqn_backend *be, const float *Zt, const int32_t *astar,
+                              const float *R, const float *discount, float *y, int B, int Nt,
+                              const dqn_branches *br, dqn_target_mode mode);
+
+    /* ---- quantile Huber loss and its gradient.
+     * Z [B*N, A] online net on x, tau [B*N], act [B, D], y as above, w [B] (NULL = 1).
+     * loss_out[0] = (1/B) sum_s (1/D) sum_b sum_i (1/Nt) sum_j w_s rho(y_{s,b,j} - Z[s*N+i, off_b+act_b]);
+     * rho(u) = |tau - 1{u<0}| * Huber_kappa(u) / kappa.
+     * dZ [B*N, A] written in full (zero off the taken actions). per_sample [B] (may be NULL)
+     * receives (1/D) sum_b sum_i (1/Nt) sum_j rho (unweighted), for prioritised replay. ---- */
+    dqn_status (*quantile_huber)(dqn_backend *be, const float *Z, const float *tau,
+                                 const int32_t *act, const float *y, const float *w, float *loss_out,
+                                 float *dZ, float *per_sample, int B, int N, int Nt,
+                                 const dqn_branches *br, dqn_target_mode mode, float kappa);
+
+    /* ---- optimizer ---- */
+    /* out[0] = sqrt(sum x^2) */
+    dqn_status (*l2_norm)(dqn_backend *be, const float *x, size_t n, float *out);
+    /* x *= min(1, max_norm / norm[0]) when max_norm > 0 and norm is finite and > 0 */
+    dqn_status (*clip_by_norm)(dqn_backend *be, float *x, size_t n, const float *norm,
+                               float max_norm);
+    /* Adam with bias correction at step t = *step + 1 (the counter is read, not written), with the
+     * gradient first scaled by min(1, max_norm / gnorm[0]) (max_norm 0 disables) and decoupled
+     * weight decay: p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p). skip may be NULL; when
+     * *skip != 0 nothing is changed. */
+    dqn_status (*adam)(dqn_backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float wd,
+                       const float *gnorm, float max_norm, const uint64_t *step,
+                       const int32_t *skip);
+    /* if ((*step + 1) % period == 0) dst = src  (hard copy; period > 0)
+     * else when period == 0: dst = tau*src + (1-tau)*dst (Polyak) every call */
+    dqn_status (*target_update)(dqn_backend *be, float *dst, const float *src, size_t n,
+                                int period, float tau, const uint64_t *step);
+    /* *step += 1 */
+    dqn_status (*step_incr)(dqn_backend *be, uint64_t *step);
+
+    /* ---- random numbers (shared Philox header); the counter base is (*step) * stride ---- */
+    /* out[j] = dqn_philox_uniform(seed, stream, (*step) * stride + j), j < n */
+    dqn_status (*rand_uniform)(dqn_backend *be, float *out, size_t n, uint64_t seed,
+                               uint32_t stream, const uint64_t *step, uint64_t stride);
+    /* idx[j] = dqn_philox_below(seed, stream, (*step) * stride + j, *size), j < n */
+    dqn_status (*rand_index)(dqn_backend *be, int32_t *idx, size_t n, uint64_t seed,
+                             uint32_t stream, const uint64_t *step, uint64_t stride,
+                             const uint32_t *size);
+
+    /* ---- gathers (replay sampling): dst[j, :] = src[idx[j], :], rows of row_len elements ---- */
+    dqn_status (*gather_f32)(dqn_backend *be, const float *src, const int32_t *idx, float *dst,
+                             int n, int row_len);
+    dqn_status (*gather_i32)(dqn_backend *be, const int32_t *src, const int32_t *idx,
+                             int32_t *dst, int n, int row_len);
+
+    /* ---- graph capture: NULL on backends that run ops eagerly (CPU). The model records each
+     * stage (forward, IQN/aux, backward, optimizer) between capture_begin and capture_end, then
+     * graph_compose makes one executable graph of the stages as child graphs. ---- */
+    dqn_status (*capture_begin)(dqn_backend *be);
+    dqn_status (*capture_end)(dqn_backend *be, void **graph);
+    dqn_status (*graph_compose)(dqn_backend *be, void *const *children, int n, void **exec);
+    dqn_status (*graph_launch)(dqn_backend *be, void *exec);
+    void (*graph_destroy)(dqn_backend *be, void *graph_or_exec, int is_exec);
+} dqn_ops;
+
+struct dqn_backend {
+    const dqn_ops *ops;
+    dqn_math_mode math;
+    void *impl;   /* backend-private state (streams, handles) */
+};
+
+/* Constructors. The CUDA one returns DQN_ERR_UNSUPPORTED when built without CUDA or when no
+ * device is present, with a message in dqn_last_error(). */
+dqn_status dqn_backend_cpu_create(dqn_backend **out);
+dqn_status dqn_backend_cuda_create(dqn_backend **out, int device_index, dqn_math_mode math);
+/* 1 when a CUDA device is usable (0 when built without CUDA) */
+int dqn_backend_cuda_available(void);
+
+void dqn_branches_init(dqn_branches *br, int D, const int *sizes);
+
+#endif

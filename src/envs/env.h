@@ -1,0 +1,61 @@
+/* Vectorised environments: struct-of-arrays buffers owned by the vector, reset inside step,
+ * terminated and truncated reported separately, RNG state per env (Philox stream per env). */
+#ifndef DQN_ENV_H
+#define DQN_ENV_H
+#include <stdint.h>
+#include "dqn.h"
+
+#define DQN_ENV_MAX_BRANCHES 16
+
+typedef struct dqn_env_type {
+    const char *name;          /* "cartpole" */
+    const char *gym_id;        /* "CartPole-v1" */
+    int obs_dim;
+    int n_branches;
+    int branch_sizes[DQN_ENV_MAX_BRANCHES];
+    int max_steps;             /* time limit (truncation) */
+    size_t state_size;         /* bytes of one env's private state (double precision) */
+    /* Reset one env's state from its generator; write its observation (float [obs_dim]). */
+    void (*reset)(void *state, uint64_t seed, uint32_t stream, uint64_t *draw, float *obs);
+    /* Advance one env by one step with its actions [n_branches]; write obs, reward and flags.
+     * The time limit is handled by the vector, not here. */
+    void (*step)(void *state, const int32_t *action, float *obs, float *reward, int *terminated);
+    /* Set the physical state from doubles (tests use Gymnasium's start states); obs written. */
+    void (*set_state)(void *state, const double *s, float *obs);
+    int state_dim;             /* doubles in set_state's vector */
+} dqn_env_type;
+
+const dqn_env_type *dqn_env_find(const char *name);   /* NULL if unknown */
+const char *dqn_env_names(void);                      /* "cartpole|acrobot|mountaincar" */
+
+typedef struct {
+    const dqn_env_type *type;
+    int n;                     /* envs in the vector */
+    uint64_t seed;
+    uint32_t stream_base;      /* env i draws from stream stream_base + i */
+    /* struct of arrays, owned by the vector */
+    float *obs;                /* [n, obs_dim] current observation (after auto-reset) */
+    float *final_obs;          /* [n, obs_dim] observation that ended an episode this step */
+    float *reward;             /* [n] */
+    uint8_t *terminated;       /* [n] */
+    uint8_t *truncated;        /* [n] */
+    int32_t *ep_len;           /* [n] steps in the current episode */
+    double *ep_return;         /* [n] return of the current episode */
+    /* episodes finished in the last step: their return and length (else 0) */
+    double *done_return;       /* [n] */
+    int32_t *done_len;         /* [n] */
+    uint64_t *draws;           /* [n] per-env generator counter */
+    unsigned char *state;      /* [n * state_size] */
+} dqn_vecenv;
+
+dqn_status dqn_vecenv_create(dqn_vecenv *v, const dqn_env_type *type, int n, uint64_t seed,
+                             uint32_t stream_base);
+void dqn_vecenv_destroy(dqn_vecenv *v);
+/* Reset every env (obs written). */
+void dqn_vecenv_reset(dqn_vecenv *v);
+/* Step every env with actions [n, n_branches]. An env whose episode ended (terminated or
+ * truncated at max_steps) writes its last observation to final_obs, records done_return /
+ * done_len, and is reset, so obs holds the first observation of the next episode. */
+void dqn_vecenv_step(dqn_vecenv *v, const int32_t *actions);
+
+#endif
