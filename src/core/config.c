@@ -390,6 +390,12 @@ dqn_status dqn_config_load_file(dqn_config *c, const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return dqn_error_user(DQN_ERR_IO, "%s: cannot open config file: %s", path,
                                   strerror(errno));
+    dqn_status s = dqn_config_load_stream(c, f, path);
+    fclose(f);
+    return s;
+}
+
+dqn_status dqn_config_load_stream(dqn_config *c, FILE *f, const char *path) {
     dqn_config tmp = *c;
     char *line = NULL;
     size_t cap = 0;
@@ -406,7 +412,6 @@ dqn_status dqn_config_load_file(dqn_config *c, const char *path) {
     if (s == DQN_OK && ferror(f))
         s = dqn_error_user(DQN_ERR_IO, "%s: read failed: %s", path, strerror(errno));
     free(line);
-    fclose(f);
     if (s == DQN_OK) *c = tmp;
     return s;
 }

@@ -3,6 +3,7 @@
 #ifndef DQN_CORE_CONFIG_H
 #define DQN_CORE_CONFIG_H
 #include <stddef.h>
+#include <stdio.h>
 #include "dqn.h"
 
 int dqn_config_key_count(void);
@@ -13,5 +14,8 @@ dqn_status dqn_config_format(const dqn_config *c, const char *key, char *buf, si
 /* Parse a branches list: "" gives *count = 0 (the env's own), else 1..DQN_CFG_MAX_BRANCHES
  * comma-separated sizes, each in [2, 64]. Returns 0 if s is malformed. */
 int dqn_config_parse_branches(const char *s, int *sizes, int *count);
+
+/* Load "key = value" lines from an open stream; errors name `path` and the line. */
+dqn_status dqn_config_load_stream(dqn_config *c, FILE *f, const char *path);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/ckpt_file.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "train/trainer_internal.h"
 

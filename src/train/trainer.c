@@ -5,6 +5,8 @@
 
 #include "core/error.h"
 #include "dqn_philox.h"
+#include "backends/cpu/cpu.h"
+#include "core/config.h"
 #include "train/trainer_internal.h"
 
 dqn_status dqn_backend_open(const char *device, const char *math, int threads, dqn_backend **out) {
@@ -26,8 +28,18 @@ dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env_type *env, dq
     a->n_cos = c->n_cos;
     a->bottleneck = c->bottleneck;
     a->head_hidden = c->head_hidden;
-    /* The env defines the action branches; the config cannot change what the env accepts. */
+    /* The env defines the action branches: the key may only restate them. */
     dqn_branches_init(&a->br, env->n_branches, env->branch_sizes);
+    if (c->branches[0]) {
+        int sizes[DQN_CFG_MAX_BRANCHES], n = 0;
+        int same = dqn_config_parse_branches(c->branches, sizes, &n) && n == env->n_branches;
+        for (int b = 0; same && b < n; b++) same = sizes[b] == env->branch_sizes[b];
+        if (!same)
+            return dqn_error_user(DQN_ERR_ARG,
+                                  "bad value for --branches: \"%s\" (env %s has %d branch(es) "
+                                  "fixed by the env; leave it empty)",
+                                  c->branches, env->name, env->n_branches);
+    }
     return DQN_OK;
 }
 
