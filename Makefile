@@ -23,7 +23,8 @@ CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 LDLIBS := -lm -lpthread
 
 # ---- BLAS detection: OpenBLAS (Debian's libopenblas-dev) if present, else the built-in GEMM
-HAVE_OPENBLAS := $(shell printf '\#include <cblas.h>\nint main(void){return 0;}' | \
+HASH := \#
+HAVE_OPENBLAS := $(shell printf '$(HASH)include <cblas.h>\nint main(void){return 0;}' | \
     $(CC) -x c - -o /dev/null -lopenblas 2>/dev/null && echo 1)
 ifeq ($(BLAS),auto)
   BLAS := $(if $(HAVE_OPENBLAS),openblas,builtin)
