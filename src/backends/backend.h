@@ -52,6 +52,9 @@ typedef struct dqn_ops {
     dqn_status (*linear_bwd)(dqn_backend *be, const float *X, const float *W, const float *dY,
                              float *dX, float *dW, float *db, int M, int K, int N);
 
+    /* y[i] += a * x[i] (sums of gradient contributions: residual paths, shared inputs) */
+    dqn_status (*axpy)(dqn_backend *be, float a, const float *x, float *y, size_t n);
+
     /* ---- activations, in place allowed (y may equal x) ---- */
     dqn_status (*relu_fwd)(dqn_backend *be, const float *x, float *y, size_t n);
     /* dx = dy * (y > 0); y is the forward output; dx may equal dy */

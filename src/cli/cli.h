@@ -1,0 +1,89 @@
+/* The dqn program: the one place that prints and exits. Exit status 0 ok, 1 a failure while
+ * running, 2 bad input (nothing written), 130 interrupted (checkpoint saved). */
+#ifndef DQN_CLI_H
+#define DQN_CLI_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dqn.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_INTERRUPTED = 130 };
+
+/* "dqn: <message>" as one line on stderr; returns code. */
+int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Report a failed library call (dqn_last_error); bad input is CLI_USAGE, the rest CLI_FAIL. */
+int cli_fail_status(dqn_status s);
+
+/* ---- flags: --key value | --key=value; --help and -h take no value ---- */
+typedef struct {
+    const char *key;   /* as typed, without "=value": "--batch-size" */
+    const char *value; /* NULL only for --help */
+} cli_flag;
+
+typedef struct {
+    cli_flag *v;
+    int n;
+} cli_flags;
+
+/* Split argv (which it may modify) into flags; on bad syntax prints and returns CLI_USAGE. */
+int cli_flags_parse(int argc, char **argv, cli_flags *out);
+void cli_flags_free(cli_flags *f);
+/* Does the flag spell name (canonical '_' form, e.g. "run_dir")? */
+int cli_flag_is(const cli_flag *f, const char *name);
+int cli_flags_help(const cli_flags *f);
+/* The last flag spelled name, or NULL. */
+const cli_flag *cli_flags_last(const cli_flags *f, const char *name);
+/* Reject a second occurrence of a flag that may appear once (prints, CLI_USAGE). */
+int cli_flags_once(const cli_flags *f, const char *name);
+
+/* Strict number parsing for the subcommands' own flags (prints, CLI_USAGE on failure). */
+int cli_parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out);
+int cli_parse_u64(const char *flag, const char *v, uint64_t *out);
+
+/* The resolved config of train and bench: preset (--env, else the config file's env, else
+ * cartpole), then --config FILE, then every other flag in order, then validation. Flags named
+ * in own (canonical names, NULL-terminated) belong to the subcommand and are skipped. */
+int cli_build_config(const cli_flags *f, const char *const *own, dqn_config *c);
+/* Print the keys whose values differ from dqn_config_defaults, wrapped, after a label. */
+void cli_print_changed(FILE *out, const char *label, const dqn_config *c);
+
+/* The final evaluation's seed, derived from the run seed so it differs from training's. */
+uint64_t cli_eval_seed(uint64_t run_seed);
+double cli_now(void);
+/* Shortest text that reads back to v; "null" for a non-finite v when json, else "nan". */
+void cli_fmt_double(char *buf, size_t cap, double v, int json);
+
+/* ---- the run directory (src/cli/rundir.c) ---- */
+/* "runs/<env>-<seed>-<YYYYmmdd-HHMMSS>" from the local time now */
+void cli_rundir_default(const dqn_config *c, char *buf, size_t cap);
+/* CLI_USAGE (printed) if dir holds a run already (config.txt) or is not a directory. */
+int cli_rundir_check_free(const char *dir);
+int cli_rundir_create(const char *dir);
+int cli_rundir_write_config(const char *dir, const dqn_config *c);
+/* metrics.csv, opened for appending; the header is written when the file is new or empty. */
+FILE *cli_metrics_open(const char *dir);
+int cli_metrics_row(FILE *f, const char *dir, const dqn_train_stats *st, double wall_s,
+                    double steps_per_s);
+int cli_rundir_write_eval(const char *dir, const char *env, int episodes, double mean, double std,
+                          const double *returns, int64_t env_steps, double wall_s, uint64_t seed);
+
+/* ---- the progress display (src/cli/progress.c) ---- */
+typedef struct {
+    int tty;           /* live line rewritten with '\r', else one line per interval */
+    int pending;       /* a live line is on screen without its newline */
+    int64_t start, total;
+    double t0;
+} cli_progress;
+
+void cli_progress_init(cli_progress *p, int64_t start, int64_t total);
+void cli_progress_update(cli_progress *p, const dqn_train_stats *st, double rate);
+/* End a pending live line so that what follows starts on its own line. */
+void cli_progress_end(cli_progress *p);
+
+/* ---- subcommands ---- */
+int cli_train(int argc, char **argv);
+int cli_eval(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,279 @@
+/* dqn train: a fresh run from a resolved config, or --resume from a checkpoint. Trains in
+ * chunks of log_interval env steps; after each, a metrics row and the progress display. */
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "core/config.h"
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+/* The first Ctrl-C asks for a clean stop; the handler then resets, so a second one kills. */
+static void catch_sigint(int on) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on ? on_sigint : SIG_DFL;
+    sa.sa_flags = on ? SA_RESTART | SA_RESETHAND : 0;
+    sigaction(SIGINT, &sa, NULL);
+}
+
+static const char *const resume_keys[] = {"steps", "run_dir", "log_interval",
+                                          "checkpoint_interval", "eval_episodes", "device", NULL};
+
+static void train_help(void) {
+    printf(
+        "usage: dqn train [--env cartpole|acrobot|mountaincar] [--config FILE] [--KEY VALUE]...\n"
+        "       dqn train --resume FILE [--steps N] [--run-dir DIR] [--log-interval N]\n"
+        "                 [--checkpoint-interval N] [--eval-episodes N] [--device D]\n"
+        "\n"
+        "Trains an agent and writes its run directory (--run-dir, default\n"
+        "runs/<env>-<seed>-<YYYYmmdd-HHMMSS>; one that holds a config.txt is refused):\n"
+        "  config.txt      the resolved config, loadable with --config\n"
+        "  metrics.csv     step,wall_s,steps_per_s,mean_return,loss,mean_q,epsilon,grad_norm\n"
+        "                  every log_interval env steps (wall_s and steps_per_s: this process;\n"
+        "                  steps_per_s over the last interval; mean_return over the last 100\n"
+        "                  episodes; nan where there is none yet)\n"
+        "  checkpoint.bin  at the end, every checkpoint_interval env steps, and on Ctrl-C\n"
+        "  eval.json       the final greedy evaluation: eval_episodes episodes, seed derived\n"
+        "                  from the run's seed (dqn eval --checkpoint reproduces it)\n"
+        "\n"
+        "The config is resolved in order: the preset of --env (else of the config file's env,\n"
+        "else cartpole), then --config FILE, then each --KEY VALUE (or --KEY=VALUE) in order,\n"
+        "then cross-field validation. '-' and '_' are alike in keys; booleans take true, false,\n"
+        "1 or 0. Bad input exits with status 2 and one line on stderr, and writes nothing.\n"
+        "\n"
+        "  --config FILE   \"key = value\" lines, '#' comment lines, e.g. a run's config.txt\n"
+        "  --resume FILE   continue from a checkpoint into the directory holding it (or\n"
+        "                  --run-dir). The config is the checkpoint's; only the flags above may\n"
+        "                  change it, and --steps may not exceed its steps (they fix the\n"
+        "                  epsilon schedule). metrics.csv gains rows; config.txt is rewritten.\n"
+        "  Ctrl-C          stop after the current log interval, save checkpoint.bin, exit 130\n"
+        "\n"
+        "config keys:\n");
+    dqn_config_help(stdout);
+}
+
+static int save(dqn_trainer *t, const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/checkpoint.bin", dir);
+    dqn_status s = dqn_trainer_save(t, path);
+    return s == DQN_OK ? CLI_OK : cli_error(CLI_FAIL, "%s", dqn_last_error());
+}
+
+static void print_header(dqn_trainer *t, const dqn_config *c, const char *from, int64_t at) {
+    printf("dqn %s  backend %s  env %s  device %s\n", DQN_VERSION, dqn_trainer_backend(t), c->env,
+           c->device);
+    printf("%-10s%s\n", "run dir", c->run_dir);
+    if (from) printf("%-10sfrom %s at env step %lld\n", "resumed", from, (long long)at);
+    printf("%-10sd %d, grn_blocks %d, n_cos %d, bottleneck %d, head_hidden %d, branches %s,\n"
+           "%-10staus N %d N' %d K %d, batch %d, buffer %d\n",
+           "model", c->d, c->grn_blocks, c->n_cos, c->bottleneck, c->head_hidden,
+           c->branches[0] ? c->branches : "env's", "", c->n_tau, c->n_tau_target, c->k_tau,
+           c->batch_size, c->buffer_size);
+    cli_print_changed(stdout, "changed", c);
+    fflush(stdout);
+}
+
+static int64_t min3(int64_t a, int64_t b, int64_t c) {
+    int64_t m = a < b ? a : b;
+    return m < c ? m : c;
+}
+
+static int final_eval(dqn_trainer *t, const dqn_config *c, double wall_s) {
+    int n = c->eval_episodes;
+    uint64_t seed = cli_eval_seed(c->seed);
+    double mean, std, *ret = malloc((size_t)n * sizeof *ret);
+    if (!ret) return cli_error(CLI_FAIL, "out of memory");
+    dqn_status s = dqn_trainer_evaluate(t, n, seed, &mean, &std, ret);
+    int rc;
+    if (s != DQN_OK) {
+        rc = cli_error(CLI_FAIL, "final evaluation failed: %s", dqn_last_error());
+    } else {
+        dqn_train_stats st;
+        dqn_trainer_stats(t, &st);
+        rc = cli_rundir_write_eval(c->run_dir, c->env, n, mean, std, ret, st.env_steps, wall_s,
+                                   seed);
+        char m[32], d[32];
+        cli_fmt_double(m, sizeof m, mean, 0);
+        cli_fmt_double(d, sizeof d, std, 0);
+        if (!rc)
+            printf("eval: %d greedy episodes, seed %llu: mean return %s, std %s\n"
+                   "wrote %s/{config.txt,metrics.csv,checkpoint.bin,eval.json}\n",
+                   n, (unsigned long long)seed, m, d, c->run_dir);
+    }
+    free(ret);
+    return rc;
+}
+
+/* The training loop of a run whose directory and config.txt exist. */
+static int run(dqn_trainer *t, const dqn_config *c) {
+    const char *dir = c->run_dir;
+    FILE *metrics = cli_metrics_open(dir);
+    if (!metrics) return CLI_FAIL;
+    dqn_train_stats st;
+    dqn_trainer_stats(t, &st);
+    int64_t log = c->log_interval, every = c->checkpoint_interval, total = c->steps;
+    int64_t next_log = (st.env_steps / log + 1) * log;
+    int64_t next_ckpt = every ? (st.env_steps / every + 1) * every : INT64_MAX;
+    int64_t last_step = st.env_steps, saved_at = -1;
+    cli_progress p;
+    cli_progress_init(&p, st.env_steps, total);
+    double last_t = p.t0;
+    int rc = CLI_OK;
+    interrupted = 0;
+    catch_sigint(1);
+    while (!rc && st.env_steps < total && !interrupted) {
+        int64_t before = st.env_steps, target = min3(next_log, next_ckpt, total);
+        dqn_status s = dqn_trainer_run_until(t, target);
+        dqn_trainer_stats(t, &st);
+        if (s != DQN_OK || st.env_steps <= before) {
+            cli_progress_end(&p);
+            rc = cli_error(CLI_FAIL, "training stopped at env step %lld of %lld: %s",
+                           (long long)st.env_steps, (long long)target,
+                           s != DQN_OK ? dqn_last_error() : "no progress");
+            break;
+        }
+        double now = cli_now();
+        if (st.env_steps >= next_log || st.env_steps >= total) {
+            double rate = (double)(st.env_steps - last_step) / fmax(now - last_t, 1e-9);
+            rc = cli_metrics_row(metrics, dir, &st, now - p.t0, rate);
+            cli_progress_update(&p, &st, rate);
+            last_t = now;
+            last_step = st.env_steps;
+            while (next_log <= st.env_steps) next_log += log;
+        }
+        if (!rc && st.env_steps >= next_ckpt) {
+            rc = save(t, dir);
+            saved_at = st.env_steps;
+            while (next_ckpt <= st.env_steps) next_ckpt += every;
+        }
+    }
+    catch_sigint(0);
+    cli_progress_end(&p);
+    fclose(metrics);
+    double wall_s = cli_now() - p.t0;
+    if (!rc && saved_at != st.env_steps) rc = save(t, dir);
+    if (rc) return rc;
+    if (interrupted) {
+        printf("interrupted at env step %lld; checkpoint saved: resume with\n"
+               "  dqn train --resume %s/checkpoint.bin\n", (long long)st.env_steps, dir);
+        return CLI_INTERRUPTED;
+    }
+    return final_eval(t, c, wall_s);
+}
+
+static int fresh(const cli_flags *f) {
+    static const char *const own[] = {NULL};
+    dqn_config c;
+    int rc = cli_build_config(f, own, &c);
+    if (rc) return rc;
+    dqn_status s;
+    if (!c.run_dir[0]) {
+        char dir[300];
+        cli_rundir_default(&c, dir, sizeof dir);
+        if ((s = dqn_config_set(&c, "run_dir", dir)) != DQN_OK) return cli_fail_status(s);
+    }
+    if ((rc = cli_rundir_check_free(c.run_dir))) return rc;
+    dqn_trainer *t;
+    if ((s = dqn_trainer_create(&c, &t)) != DQN_OK) return cli_fail_status(s);
+    rc = cli_rundir_create(c.run_dir);
+    if (!rc) rc = cli_rundir_write_config(c.run_dir, &c);
+    if (!rc) {
+        print_header(t, &c, NULL, 0);
+        rc = run(t, &c);
+    }
+    dqn_trainer_destroy(t);
+    return rc;
+}
+
+static int is_resume_key(const cli_flag *fl) {
+    for (const char *const *k = resume_keys; *k; k++)
+        if (cli_flag_is(fl, *k)) return 1;
+    return 0;
+}
+
+/* Are a and b the same existing directory? */
+static int same_dir(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+static int resume(const cli_flags *f) {
+    int rc = cli_flags_once(f, "resume");
+    if (rc) return rc;
+    const cli_flag *ck = cli_flags_last(f, "resume");
+    dqn_config scratch;
+    dqn_config_defaults(&scratch);
+    dqn_status s;
+    /* every flag is checked before the checkpoint is read */
+    for (int i = 0; i < f->n; i++) {
+        const cli_flag *fl = &f->v[i];
+        if (cli_flag_is(fl, "resume")) continue;
+        if (cli_flag_is(fl, "config"))
+            return cli_error(CLI_USAGE, "%s cannot be used with --resume (the config comes from "
+                                        "the checkpoint)", fl->key);
+        if (dqn_config_has_key(fl->key) && !is_resume_key(fl))
+            return cli_error(CLI_USAGE, "%s cannot be changed on --resume (the config comes from "
+                                        "the checkpoint; allowed: --steps, --run-dir, "
+                                        "--log-interval, --checkpoint-interval, --eval-episodes, "
+                                        "--device)", fl->key);
+        if ((s = dqn_config_set(&scratch, fl->key, fl->value)) != DQN_OK) return cli_fail_status(s);
+    }
+    dqn_trainer *t;
+    const char *device = cli_flags_last(f, "device") ? scratch.device : "auto";
+    if ((s = dqn_trainer_load(ck->value, device, &t)) != DQN_OK) return cli_fail_status(s);
+    dqn_config c = *dqn_trainer_config(t);
+    int64_t max_steps = c.steps;
+    dqn_train_stats st;
+    dqn_trainer_stats(t, &st);
+    for (int i = 0; i < f->n && !rc; i++)
+        if (!cli_flag_is(&f->v[i], "resume") &&
+            (s = dqn_config_set(&c, f->v[i].key, f->v[i].value)) != DQN_OK)
+            rc = cli_fail_status(s);
+    char from[300];
+    snprintf(from, sizeof from, "%s", ck->value);
+    char *slash = strrchr(from, '/');
+    if (!slash) snprintf(from, sizeof from, ".");
+    else if (slash == from) from[1] = 0;
+    else *slash = 0;
+    if (!rc && !cli_flags_last(f, "run_dir") && (s = dqn_config_set(&c, "run_dir", from)))
+        rc = cli_fail_status(s);
+    if (!rc && (s = dqn_config_validate(&c)) != DQN_OK) rc = cli_fail_status(s);
+    if (!rc && c.steps > max_steps)
+        rc = cli_error(CLI_USAGE, "--steps %lld is beyond the checkpoint's steps (%lld), which "
+                                  "fix its epsilon schedule", (long long)c.steps,
+                       (long long)max_steps);
+    if (!rc && c.steps <= st.env_steps)
+        rc = cli_error(CLI_USAGE, "nothing to resume: %s is at env step %lld of %lld", ck->value,
+                       (long long)st.env_steps, (long long)c.steps);
+    if (!rc && !same_dir(c.run_dir, from)) rc = cli_rundir_check_free(c.run_dir);
+    if (!rc) rc = cli_rundir_create(c.run_dir);
+    if (!rc) rc = cli_rundir_write_config(c.run_dir, &c);
+    if (!rc) {
+        print_header(t, &c, ck->value, st.env_steps);
+        rc = run(t, &c);
+    }
+    dqn_trainer_destroy(t);
+    return rc;
+}
+
+int cli_train(int argc, char **argv) {
+    cli_flags f;
+    int rc = cli_flags_parse(argc, argv, &f);
+    if (rc) return rc;
+    if (cli_flags_help(&f)) train_help();
+    else if (cli_flags_last(&f, "resume")) rc = resume(&f);
+    else rc = fresh(&f);
+    cli_flags_free(&f);
+    return rc;
+}

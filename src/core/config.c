@@ -1,0 +1,503 @@
+/* The config table: one row per dqn_config field (key, type, bounds, default, help). It alone
+ * drives defaults, parsing, config files, the written config, --help and validation. */
+#include "core/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "core/error.h"
+
+typedef enum { T_INT, T_INT64, T_UINT64, T_DOUBLE, T_STRING, T_ENUM, T_BOOL } cfg_type;
+static const char *const type_name[] = {"int", "int64", "uint64", "double", "string", "enum",
+                                        "bool"};
+
+typedef struct {
+    const char *name;
+    cfg_type type;
+    size_t off, size;
+    double min, max;             /* numbers: inclusive bounds (integral ones are exact doubles) */
+    const char *allowed;         /* enums: "a|b|c" */
+    int (*valid)(const char *s); /* strings: syntax beyond "printable, no quote" */
+    const char *expect;          /* strings with valid(): what it accepts, for messages */
+    const char *def;             /* default, as text, parsed like any value */
+    const char *help;
+} cfg_row;
+
+/* Offset and size of field k, with a compile-time check that its C type is T. */
+#define AT(k, T)                        \
+    offsetof(dqn_config, k),            \
+        sizeof(((dqn_config *)0)->k) +  \
+            0 * sizeof(char[_Generic(((dqn_config *)0)->k, T: 1, default: -1)])
+#define CFG_INT(k, lo, hi, def, help) {#k, T_INT, AT(k, int), lo, hi, NULL, NULL, NULL, def, help}
+#define CFG_INT64(k, lo, hi, def, help) \
+    {#k, T_INT64, AT(k, int64_t), lo, hi, NULL, NULL, NULL, def, help}
+#define CFG_UINT64(k, def, help) {#k, T_UINT64, AT(k, uint64_t), 0, 0, NULL, NULL, NULL, def, help}
+#define CFG_DOUBLE(k, lo, hi, def, help) \
+    {#k, T_DOUBLE, AT(k, double), lo, hi, NULL, NULL, NULL, def, help}
+#define CFG_ENUM(k, allowed, def, help) \
+    {#k, T_ENUM, AT(k, char *), 0, 0, allowed, NULL, NULL, def, help}
+#define CFG_BOOL(k, def, help) {#k, T_BOOL, AT(k, int), 0, 1, NULL, NULL, NULL, def, help}
+#define CFG_STRING(k, valid, expect, def, help) \
+    {#k, T_STRING, AT(k, char *), 0, 0, NULL, valid, expect, def, help}
+
+static int branches_ok(const char *s) {
+    int sizes[DQN_CFG_MAX_BRANCHES], n;
+    return dqn_config_parse_branches(s, sizes, &n);
+}
+#define BRANCHES_EXPECT "\"\" or 1..16 comma-separated sizes in [2, 64], e.g. 3,5,5"
+
+static const cfg_row rows[] = {
+    /* run */
+    CFG_ENUM(env, "cartpole|acrobot|mountaincar", "cartpole",
+             "environment; dqn train --env also applies its preset"),
+    CFG_INT64(steps, 1, 1e12, "100000", "total env steps"),
+    CFG_UINT64(seed, "1", "seed of every random stream (taus, replay, exploration, env resets)"),
+    CFG_ENUM(device, "auto|cpu|cuda", "auto", "backend; auto = cuda when available, else cpu"),
+    CFG_ENUM(math, "fp32|tf32", "fp32", "GEMM precision on cuda"),
+    CFG_STRING(run_dir, NULL, NULL, "",
+               "run directory; \"\" = runs/<env>-<seed>-<YYYYmmdd-HHMMSS>"),
+    CFG_INT(num_envs, 1, 4096, "1", "envs stepped together (vectorised)"),
+    CFG_INT(log_interval, 1, INT_MAX, "1000", "env steps between metrics rows"),
+    CFG_INT(eval_episodes, 1, 100000, "20", "greedy episodes of the final evaluation"),
+    CFG_INT(checkpoint_interval, 0, INT_MAX, "0", "env steps between checkpoints; 0 = at the end"),
+    CFG_BOOL(save_replay, "false", "include the replay buffer in checkpoints"),
+    CFG_INT(threads, 1, 256, "1", "BLAS threads on the cpu backend"),
+    /* model */
+    CFG_INT(d, 1, 4096, "64", "trunk width"),
+    CFG_INT(grn_blocks, 0, 64, "1", "gated residual blocks in the trunk"),
+    CFG_INT(n_cos, 1, 1024, "64", "cosine features of the tau embedding"),
+    CFG_INT(bottleneck, 0, 4096, "0", "bottleneck width over [z ; h]; 0 = none"),
+    CFG_INT(head_hidden, 1, 4096, "64", "hidden width of the value and advantage heads"),
+    CFG_STRING(branches, branches_ok, BRANCHES_EXPECT, "",
+               "action branch sizes, e.g. 3,5,5; \"\" = the env's own"),
+    CFG_INT(n_tau, 1, 1024, "32", "N: online taus per sample"),
+    CFG_INT(n_tau_target, 1, 1024, "32", "N': target taus per sample"),
+    CFG_INT(k_tau, 1, 1024, "32", "K: action-selection taus"),
+    /* loss and optimizer */
+    CFG_ENUM(target_mode, "mean|independent", "mean",
+             "target over branches: their mean (BDQ) or each its own"),
+    CFG_DOUBLE(kappa, 1e-6, 1e6, "1", "Huber threshold of the quantile loss"),
+    CFG_DOUBLE(gamma, 0, 1, "0.99", "discount"),
+    CFG_INT(n_step, 1, 100, "3", "steps of the n-step return"),
+    CFG_DOUBLE(lr, 1e-8, 1, "1e-3", "Adam learning rate"),
+    CFG_DOUBLE(adam_eps, 1e-12, 1, "1e-8", "Adam epsilon"),
+    CFG_DOUBLE(weight_decay, 0, 1, "0", "decoupled weight decay"),
+    CFG_DOUBLE(grad_clip, 0, 1e9, "10", "global gradient-norm clip; 0 = off"),
+    CFG_DOUBLE(head_grad_clip, 0, 1e9, "5",
+               "L2 clip of d_value and d_adv logits over the batch; 0 = off"),
+    CFG_INT(target_period, 0, INT_MAX, "500", "updates between hard target copies"),
+    CFG_DOUBLE(tau_target, 0, 1, "0", "Polyak rate of the target per update; 0 = hard copies"),
+    /* replay and schedule */
+    CFG_INT(batch_size, 1, 65536, "64", "B: transitions per update"),
+    CFG_INT(buffer_size, 1, 100000000, "50000", "replay capacity in transitions"),
+    CFG_INT(learning_starts, 1, INT_MAX, "1000", "env steps before the first update"),
+    CFG_INT(train_freq, 1, 1000000, "1", "env steps (summed over envs) per round of updates"),
+    CFG_INT(updates_per_round, 1, 1024, "1", "G: updates per round"),
+    CFG_DOUBLE(eps_start, 0, 1, "1", "exploration epsilon at step 0"),
+    CFG_DOUBLE(eps_end, 0, 1, "0.05", "exploration epsilon after the decay"),
+    CFG_DOUBLE(eps_fraction, 0, 1, "0.2", "fraction of steps over which epsilon decays linearly"),
+    /* health */
+    CFG_ENUM(health, "off|detect|guard", "guard",
+             "numerical health: off, detect non-finite stages, or also guard them"),
+    CFG_DOUBLE(guard_scale, 1, 1e30, "1e6",
+               "guard bound = max(guard_scale * running scale, guard_floor)"),
+    CFG_DOUBLE(guard_floor, 1e-3, 1e30, "1e3", "least guard bound (covers unset running scales)"),
+};
+enum { NROWS = (int)(sizeof rows / sizeof rows[0]) };
+
+/* Each env's preset: tuned values over the defaults (which are CartPole's). The one place to
+ * tune them; applied through dqn_config_set, so they obey the table. */
+static const char *const presets[][3] = {
+    {"acrobot", "gamma", "0.99"},
+    {"acrobot", "steps", "100000"},
+    {"acrobot", "n_step", "3"},
+    {"mountaincar", "steps", "200000"},
+    {"mountaincar", "n_step", "5"},
+    {"mountaincar", "lr", "5e-4"},
+};
+
+int dqn_config_parse_branches(const char *s, int *sizes, int *count) {
+    int n = 0;
+    for (const char *p = s; *p;) {
+        int v = 0;
+        if (!isdigit((unsigned char)*p)) return 0;
+        while (isdigit((unsigned char)*p)) {
+            v = 10 * v + (*p++ - '0');
+            if (v > 64) return 0;
+        }
+        if (v < 2 || n == DQN_CFG_MAX_BRANCHES) return 0;
+        sizes[n++] = v;
+        if (*p == ',' && *++p == 0) return 0;
+        if (*p && !isdigit((unsigned char)*p)) return 0;
+    }
+    *count = n;
+    return 1;
+}
+
+/* "--batch-size", "batch-size" and "batch_size" all name the row batch_size. */
+static const cfg_row *find_row(const char *key) {
+    if (key[0] == '-' && key[1] == '-') key += 2;
+    char k[64];
+    size_t n = strlen(key);
+    if (n == 0 || n >= sizeof k) return NULL;
+    for (size_t i = 0; i <= n; i++) k[i] = key[i] == '-' ? '_' : key[i];
+    for (int i = 0; i < NROWS; i++)
+        if (strcmp(rows[i].name, k) == 0) return &rows[i];
+    return NULL;
+}
+
+/* s as a double-quoted, escaped, length-capped literal (cap >= 16), so a message stays one line */
+static void quote(char *dst, size_t cap, const char *s) {
+    size_t o = 0, i = 0;
+    dst[o++] = '"';
+    for (; s[i] && o + 10 < cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') o += (size_t)snprintf(dst + o, cap - o, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f) o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", ch);
+        else dst[o++] = (char)ch;
+    }
+    snprintf(dst + o, cap - o, "%s\"", s[i] ? "..." : "");
+}
+
+static void describe(const cfg_row *r, char *buf, size_t cap) {
+    switch (r->type) {
+    case T_INT:
+    case T_INT64:
+        snprintf(buf, cap, "an integer in [%lld, %lld]", (long long)r->min, (long long)r->max);
+        break;
+    case T_UINT64: snprintf(buf, cap, "an integer in [0, %" PRIu64 "]", UINT64_MAX); break;
+    case T_DOUBLE: snprintf(buf, cap, "a number in [%g, %g]", r->min, r->max); break;
+    case T_ENUM: snprintf(buf, cap, "one of %s", r->allowed); break;
+    case T_BOOL: snprintf(buf, cap, "true, false, 1 or 0"); break;
+    case T_STRING:
+        if (r->expect) snprintf(buf, cap, "%s", r->expect);
+        else snprintf(buf, cap, "at most %zu characters, no '\"' or control characters",
+                      r->size - 1);
+        break;
+    }
+}
+
+static dqn_status bad_value(const cfg_row *r, const char *key, const char *value) {
+    char q[128], want[160];
+    quote(q, sizeof q, value);
+    describe(r, want, sizeof want);
+    return dqn_error_user(DQN_ERR_ARG, "bad value for %s: %s (expected %s)", key, q, want);
+}
+
+/* strtoll/strtoull/strtod, but the whole string must be the number (no blanks, no suffix) */
+static int parse_ll(const char *s, long long *out) {
+    if (!*s || isspace((unsigned char)*s)) return 0;
+    char *end;
+    errno = 0;
+    *out = strtoll(s, &end, 10);
+    return errno == 0 && *end == 0;
+}
+static int parse_ull(const char *s, unsigned long long *out) {
+    if (!*s || isspace((unsigned char)*s) || *s == '-') return 0;
+    char *end;
+    errno = 0;
+    *out = strtoull(s, &end, 10);
+    return errno == 0 && *end == 0;
+}
+static int parse_double(const char *s, double *out) {
+    if (!*s || isspace((unsigned char)*s)) return 0;
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return errno == 0 && *end == 0 && isfinite(*out);
+}
+
+static int in_list(const char *list, const char *v) {
+    size_t n = strlen(v);
+    for (const char *p = list; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+static int string_ok(const cfg_row *r, const char *v) {
+    size_t n = strlen(v);
+    if (n >= r->size) return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (ch < 0x20 || ch == 0x7f || ch == '"') return 0;
+    }
+    return !r->valid || r->valid(v);
+}
+
+/* Parse value into row r's field of c (key is the user's spelling, for the message). */
+static dqn_status parse_into(const cfg_row *r, const char *key, const char *v, dqn_config *c) {
+    void *p = (char *)c + r->off;
+    switch (r->type) {
+    case T_INT:
+    case T_INT64: {
+        long long x;
+        if (!parse_ll(v, &x) || x < (long long)r->min || x > (long long)r->max)
+            return bad_value(r, key, v);
+        if (r->type == T_INT) *(int *)p = (int)x;
+        else *(int64_t *)p = (int64_t)x;
+        return DQN_OK;
+    }
+    case T_UINT64: {
+        unsigned long long x;
+        if (!parse_ull(v, &x)) return bad_value(r, key, v);
+        *(uint64_t *)p = (uint64_t)x;
+        return DQN_OK;
+    }
+    case T_DOUBLE: {
+        double x;
+        if (!parse_double(v, &x) || !(x >= r->min && x <= r->max)) return bad_value(r, key, v);
+        *(double *)p = x;
+        return DQN_OK;
+    }
+    case T_BOOL:
+        if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) *(int *)p = 1;
+        else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) *(int *)p = 0;
+        else return bad_value(r, key, v);
+        return DQN_OK;
+    case T_ENUM:
+    case T_STRING:
+        if (r->type == T_ENUM ? !in_list(r->allowed, v) : !string_ok(r, v))
+            return bad_value(r, key, v);
+        memset(p, 0, r->size);
+        memcpy(p, v, strlen(v));
+        return DQN_OK;
+    }
+    return bad_value(r, key, v);
+}
+
+/* A double prints as the shortest %.Ng (N <= 17) that reads back to the same bits. */
+static void format_row(const cfg_row *r, const dqn_config *c, char *buf, size_t cap) {
+    const void *p = (const char *)c + r->off;
+    switch (r->type) {
+    case T_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
+    case T_INT64: snprintf(buf, cap, "%" PRId64, *(const int64_t *)p); break;
+    case T_UINT64: snprintf(buf, cap, "%" PRIu64, *(const uint64_t *)p); break;
+    case T_DOUBLE: {
+        double v = *(const double *)p;
+        char best[32] = "", t[32];
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(t, sizeof t, "%.*g", prec, v);
+            if (strtod(t, NULL) == v && (!best[0] || strlen(t) < strlen(best))) strcpy(best, t);
+        }
+        snprintf(buf, cap, "%s", best);
+        break;
+    }
+    case T_BOOL: snprintf(buf, cap, "%s", *(const int *)p ? "true" : "false"); break;
+    case T_ENUM:
+    case T_STRING: snprintf(buf, cap, "%.*s", (int)strnlen(p, r->size), (const char *)p); break;
+    }
+}
+
+void dqn_config_defaults(dqn_config *c) {
+    memset(c, 0, sizeof *c);
+    /* every default is a valid value (tests/test_config.c proves it), so this cannot fail */
+    for (int i = 0; i < NROWS; i++) parse_into(&rows[i], rows[i].name, rows[i].def, c);
+}
+
+dqn_status dqn_config_set(dqn_config *c, const char *key, const char *value) {
+    const cfg_row *r = find_row(key);
+    char q[128];
+    if (!r) {
+        quote(q, sizeof q, key);
+        return dqn_error_user(DQN_ERR_ARG, "unknown key %s (see dqn train --help)", q);
+    }
+    if (!value) return dqn_error_user(DQN_ERR_ARG, "missing value for %s", key);
+    dqn_config tmp = *c;
+    DQN_TRY(parse_into(r, key, value, &tmp));
+    memcpy((char *)c + r->off, (const char *)&tmp + r->off, r->size);
+    return DQN_OK;
+}
+
+int dqn_config_has_key(const char *key) { return find_row(key) != NULL; }
+int dqn_config_key_count(void) { return NROWS; }
+const char *dqn_config_key_name(int i) { return i >= 0 && i < NROWS ? rows[i].name : NULL; }
+
+dqn_status dqn_config_format(const dqn_config *c, const char *key, char *buf, size_t cap) {
+    const cfg_row *r = find_row(key);
+    if (!r) return dqn_error_user(DQN_ERR_ARG, "unknown key \"%s\"", key);
+    format_row(r, c, buf, cap);
+    return DQN_OK;
+}
+
+dqn_status dqn_config_preset(dqn_config *c, const char *env) {
+    const cfg_row *envrow = find_row("env");
+    if (!in_list(envrow->allowed, env)) {
+        char q[128];
+        quote(q, sizeof q, env);
+        return dqn_error_user(DQN_ERR_ARG, "unknown preset %s (expected one of %s)", q,
+                              envrow->allowed);
+    }
+    dqn_config tmp;
+    dqn_config_defaults(&tmp);
+    DQN_TRY(dqn_config_set(&tmp, "env", env));
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(presets[i][0], env) == 0)
+            DQN_TRY(dqn_config_set(&tmp, presets[i][1], presets[i][2]));
+    *c = tmp;
+    return DQN_OK;
+}
+
+static char *trim(char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    size_t n = strlen(s);
+    while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = 0;
+    return s;
+}
+
+static dqn_status load_line(dqn_config *c, char *line, const char *path, int lineno) {
+    char *s = trim(line), q[128];
+    if (*s == 0 || *s == '#') return DQN_OK;
+    char *eq = strchr(s, '=');
+    if (!eq || eq == s) {
+        quote(q, sizeof q, s);
+        return dqn_error_user(DQN_ERR_ARG, "%s:%d: expected \"key = value\", got %s", path, lineno,
+                              q);
+    }
+    *eq = 0;
+    char *key = trim(s), *value = trim(eq + 1);
+    size_t n = strlen(value);
+    if (n > 0 && value[0] == '"') {
+        if (n < 2 || value[n - 1] != '"')
+            return dqn_error_user(DQN_ERR_ARG, "%s:%d: unterminated quote in the value of %s",
+                                  path, lineno, key);
+        value[n - 1] = 0;
+        value++;
+    }
+    dqn_status st = dqn_config_set(c, key, value);
+    if (st != DQN_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", dqn_last_error());
+        return dqn_error_user(st, "%s:%d: %s", path, lineno, msg);
+    }
+    return DQN_OK;
+}
+
+dqn_status dqn_config_load_file(dqn_config *c, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return dqn_error_user(DQN_ERR_IO, "%s: cannot open config file: %s", path,
+                                  strerror(errno));
+    dqn_status s = dqn_config_load_stream(c, f, path);
+    fclose(f);
+    return s;
+}
+
+dqn_status dqn_config_load_stream(dqn_config *c, FILE *f, const char *path) {
+    dqn_config tmp = *c;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int lineno = 0;
+    dqn_status s = DQN_OK;
+    errno = 0;
+    while (s == DQN_OK && (len = getline(&line, &cap, f)) >= 0) {
+        lineno++;
+        if ((size_t)len != strlen(line))
+            s = dqn_error_user(DQN_ERR_FORMAT, "%s:%d: NUL byte in line", path, lineno);
+        else s = load_line(&tmp, line, path, lineno);
+    }
+    if (s == DQN_OK && ferror(f))
+        s = dqn_error_user(DQN_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+    free(line);
+    if (s == DQN_OK) *c = tmp;
+    return s;
+}
+
+dqn_status dqn_config_write(const dqn_config *c, FILE *f) {
+    char v[512];
+    fprintf(f, "# dqn %s config (see dqn train --help); load with dqn train --config FILE\n",
+            DQN_VERSION);
+    for (int i = 0; i < NROWS; i++) {
+        format_row(&rows[i], c, v, sizeof v);
+        if (rows[i].type == T_STRING) fprintf(f, "%s = \"%s\"\n", rows[i].name, v);
+        else fprintf(f, "%s = %s\n", rows[i].name, v);
+    }
+    if (fflush(f) != 0 || ferror(f))
+        return dqn_error_user(DQN_ERR_IO, "writing the config failed: %s", strerror(errno));
+    return DQN_OK;
+}
+
+static void range_text(const cfg_row *r, char *buf, size_t cap) {
+    switch (r->type) {
+    case T_INT:
+    case T_INT64: snprintf(buf, cap, "[%lld, %lld]", (long long)r->min, (long long)r->max); break;
+    case T_UINT64: snprintf(buf, cap, "[0, 2^64-1]"); break;
+    case T_DOUBLE: snprintf(buf, cap, "[%g, %g]", r->min, r->max); break;
+    case T_ENUM: snprintf(buf, cap, "%s", r->allowed); break;
+    case T_BOOL: snprintf(buf, cap, "true|false"); break;
+    case T_STRING: snprintf(buf, cap, "%s", r->valid ? "list" : "text"); break;
+    }
+}
+
+void dqn_config_help(FILE *f) {
+    dqn_config def;
+    dqn_config_defaults(&def);
+    char range[NROWS][64], dflt[NROWS][80];
+    int wk = 3, wt = 4, wr = 5, wd = 7;
+    for (int i = 0; i < NROWS; i++) {
+        const cfg_row *r = &rows[i];
+        char v[72];
+        range_text(r, range[i], sizeof range[i]);
+        format_row(r, &def, v, sizeof v);
+        snprintf(dflt[i], sizeof dflt[i], r->type == T_STRING ? "\"%s\"" : "%s", v);
+        int lk = (int)strlen(r->name), lt = (int)strlen(type_name[r->type]);
+        int lr = (int)strlen(range[i]), ld = (int)strlen(dflt[i]);
+        wk = lk > wk ? lk : wk;
+        wt = lt > wt ? lt : wt;
+        wr = lr > wr ? lr : wr;
+        wd = ld > wd ? ld : wd;
+    }
+    fprintf(f, "  %-*s  %-*s  %-*s  %-*s  %s\n", wk, "key", wt, "type", wr, "range", wd,
+            "default", "meaning");
+    for (int i = 0; i < NROWS; i++)
+        fprintf(f, "  %-*s  %-*s  %-*s  %-*s  %s\n", wk, rows[i].name, wt, type_name[rows[i].type],
+                wr, range[i], wd, dflt[i], rows[i].help);
+}
+
+/* A field set directly in the struct is checked as if it came in as text: format, then parse. */
+static dqn_status check_field(const cfg_row *r, const dqn_config *c) {
+    const char *p = (const char *)c + r->off;
+    if ((r->type == T_STRING || r->type == T_ENUM) && !memchr(p, 0, r->size))
+        return dqn_error_user(DQN_ERR_ARG, "bad value for %s: not NUL-terminated within %zu bytes",
+                              r->name, r->size);
+    if (r->type == T_BOOL && *(const int *)p != 0 && *(const int *)p != 1) {
+        char v[32];
+        snprintf(v, sizeof v, "%d", *(const int *)p);
+        return bad_value(r, r->name, v);
+    }
+    char v[512];
+    format_row(r, c, v, sizeof v);
+    dqn_config scratch = *c;
+    return parse_into(r, r->name, v, &scratch);
+}
+
+dqn_status dqn_config_validate(const dqn_config *c) {
+    for (int i = 0; i < NROWS; i++) DQN_TRY(check_field(&rows[i], c));
+    if (c->batch_size > c->buffer_size)
+        return dqn_error_user(DQN_ERR_ARG, "batch_size (%d) must be <= buffer_size (%d)",
+                              c->batch_size, c->buffer_size);
+    if (c->learning_starts < c->batch_size)
+        return dqn_error_user(DQN_ERR_ARG, "learning_starts (%d) must be >= batch_size (%d)",
+                              c->learning_starts, c->batch_size);
+    if (c->tau_target == 0 && c->target_period < 1)
+        return dqn_error_user(DQN_ERR_ARG,
+                              "target_period (%d) must be >= 1 when tau_target is 0 (hard copies)",
+                              c->target_period);
+    if (c->eps_end > c->eps_start)
+        return dqn_error_user(DQN_ERR_ARG, "eps_end (%g) must be <= eps_start (%g)", c->eps_end,
+                              c->eps_start);
+    return DQN_OK;
+}

@@ -1,0 +1,21 @@
+/* Internal access to the config table (src/core/config.c) beyond the public dqn_config_* calls:
+ * iterate the keys, format one value, parse the branches list. */
+#ifndef DQN_CORE_CONFIG_H
+#define DQN_CORE_CONFIG_H
+#include <stddef.h>
+#include <stdio.h>
+#include "dqn.h"
+
+int dqn_config_key_count(void);
+/* The canonical ('_') name of key i, 0 <= i < dqn_config_key_count(), in table order. */
+const char *dqn_config_key_name(int i);
+/* The value of a key as dqn_config_write prints it (strings unquoted); DQN_ERR_ARG if unknown. */
+dqn_status dqn_config_format(const dqn_config *c, const char *key, char *buf, size_t cap);
+/* Parse a branches list: "" gives *count = 0 (the env's own), else 1..DQN_CFG_MAX_BRANCHES
+ * comma-separated sizes, each in [2, 64]. Returns 0 if s is malformed. */
+int dqn_config_parse_branches(const char *s, int *sizes, int *count);
+
+/* Load "key = value" lines from an open stream; errors name `path` and the line. */
+dqn_status dqn_config_load_stream(dqn_config *c, FILE *f, const char *path);
+
+#endif

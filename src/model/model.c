@@ -1,0 +1,341 @@
+#include "model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dqn_philox.h"
+
+#define OPS (be->ops)
+
+static dqn_status falloc(dqn_backend *be, float **p, size_t n) {
+    return be->ops->alloc(be, (void **)p, (n ? n : 1) * sizeof(float));
+}
+static void ffree(dqn_backend *be, void *p) {
+    if (p) be->ops->free(be, p);
+}
+
+dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B, int T) {
+    memset(f, 0, sizeof *f);
+    f->B = B;
+    f->T = T;
+    const dqn_arch *a = &L->arch;
+    size_t d = (size_t)a->d, R = (size_t)B * (size_t)T, H = (size_t)a->head_hidden;
+    size_t A = (size_t)a->br.A;
+    for (int l = 0; l <= a->grn_blocks; l++) DQN_TRY(falloc(be, &f->h[l], (size_t)B * d));
+    for (int l = 0; l < a->grn_blocks; l++) {
+        DQN_TRY(falloc(be, &f->e[l], (size_t)B * d));
+        DQN_TRY(falloc(be, &f->g[l], (size_t)B * 2 * d));
+        DQN_TRY(falloc(be, &f->r[l], (size_t)B * d));
+        DQN_TRY(falloc(be, &f->mean[l], (size_t)B));
+        DQN_TRY(falloc(be, &f->rstd[l], (size_t)B));
+    }
+    DQN_TRY(falloc(be, &f->C, R * (size_t)a->n_cos));
+    DQN_TRY(falloc(be, &f->phi, R * d));
+    DQN_TRY(falloc(be, &f->z, R * d));
+    if (a->bottleneck > 0) {
+        DQN_TRY(falloc(be, &f->cat, R * 2 * d));
+        DQN_TRY(falloc(be, &f->u, R * (size_t)a->bottleneck));
+    }
+    DQN_TRY(falloc(be, &f->hv, R * H));
+    DQN_TRY(falloc(be, &f->ha, R * H));
+    DQN_TRY(falloc(be, &f->V, R));
+    DQN_TRY(falloc(be, &f->Adv, R * A));
+    DQN_TRY(falloc(be, &f->Z, R * A));
+    return DQN_OK;
+}
+
+void dqn_fwd_free(dqn_backend *be, dqn_fwd *f) {
+    for (int l = 0; l <= DQN_MAX_GRN; l++) ffree(be, f->h[l]);
+    for (int l = 0; l < DQN_MAX_GRN; l++) {
+        ffree(be, f->e[l]); ffree(be, f->g[l]); ffree(be, f->r[l]);
+        ffree(be, f->mean[l]); ffree(be, f->rstd[l]);
+    }
+    ffree(be, f->C); ffree(be, f->phi); ffree(be, f->z); ffree(be, f->cat); ffree(be, f->u);
+    ffree(be, f->hv); ffree(be, f->ha); ffree(be, f->V); ffree(be, f->Adv); ffree(be, f->Z);
+    memset(f, 0, sizeof *f);
+}
+
+static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, int B, int T) {
+    memset(w, 0, sizeof *w);
+    const dqn_arch *a = &L->arch;
+    size_t d = (size_t)a->d, R = (size_t)B * (size_t)T, H = (size_t)a->head_hidden;
+    size_t A = (size_t)a->br.A, U = (size_t)L->u;
+    DQN_TRY(falloc(be, &w->dZ, R * A));
+    DQN_TRY(falloc(be, &w->dV, R));
+    DQN_TRY(falloc(be, &w->dAdv, R * A));
+    DQN_TRY(falloc(be, &w->dhv, R * H));
+    DQN_TRY(falloc(be, &w->dha, R * H));
+    DQN_TRY(falloc(be, &w->du, R * U));
+    DQN_TRY(falloc(be, &w->du2, R * U));
+    if (a->bottleneck > 0) DQN_TRY(falloc(be, &w->dcat, R * 2 * d));
+    DQN_TRY(falloc(be, &w->dz, R * d));
+    DQN_TRY(falloc(be, &w->dphi, R * d));
+    DQN_TRY(falloc(be, &w->dh, (size_t)B * d));
+    DQN_TRY(falloc(be, &w->dh2, (size_t)B * d));
+    DQN_TRY(falloc(be, &w->dr, (size_t)B * d));
+    DQN_TRY(falloc(be, &w->de, (size_t)B * d));
+    DQN_TRY(falloc(be, &w->dg, (size_t)B * 2 * d));
+    DQN_TRY(falloc(be, &w->norms, 2));
+    return DQN_OK;
+}
+
+static void bwd_free(dqn_backend *be, dqn_bwd *w) {
+    float **p = (float **)w;
+    for (size_t k = 0; k < sizeof *w / sizeof(float *); k++) ffree(be, p[k]);
+    memset(w, 0, sizeof *w);
+}
+
+/* ---------------------------------------------------------------- forward */
+
+dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
+                       const float *tau, dqn_fwd *f, int B, int T) {
+    const dqn_arch *a = &L->arch;
+    int d = a->d, H = a->head_hidden, R = B * T;
+    /* trunk: h0 = W_in x + b_in; GRN blocks */
+    DQN_TRY(OPS->linear_fwd(be, x, P + L->in.W, P + L->in.b, f->h[0], B, a->obs_dim, d));
+    for (int l = 0; l < a->grn_blocks; l++) {
+        const dqn_grn_offsets *g = &L->grn[l];
+        DQN_TRY(OPS->linear_fwd(be, f->h[l], P + g->a.W, P + g->a.b, f->e[l], B, d, d));
+        DQN_TRY(OPS->elu_fwd(be, f->e[l], f->e[l], (size_t)B * d));
+        DQN_TRY(OPS->linear_fwd(be, f->e[l], P + g->b.W, P + g->b.b, f->g[l], B, d, 2 * d));
+        DQN_TRY(OPS->gate_fwd(be, f->h[l], f->g[l], f->r[l], B, d));
+        DQN_TRY(OPS->layernorm_fwd(be, f->r[l], P + g->gamma, P + g->beta, f->h[l + 1],
+                                   f->mean[l], f->rstd[l], B, d));
+    }
+    const float *h = f->h[a->grn_blocks];
+    /* IQN: phi = ReLU(W_phi cos(pi k tau) + b_phi), z = h * phi */
+    DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
+    DQN_TRY(OPS->linear_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d));
+    DQN_TRY(OPS->relu_fwd(be, f->phi, f->phi, (size_t)R * d));
+    DQN_TRY(OPS->mul_bcast_fwd(be, h, f->phi, f->z, B, T, d));
+    const float *u = f->z;
+    if (a->bottleneck > 0) {
+        DQN_TRY(OPS->concat_bcast_fwd(be, f->z, h, f->cat, B, T, d));
+        DQN_TRY(OPS->linear_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d,
+                                a->bottleneck));
+        DQN_TRY(OPS->relu_fwd(be, f->u, f->u, (size_t)R * a->bottleneck));
+        u = f->u;
+    }
+    /* dueling heads */
+    DQN_TRY(OPS->linear_fwd(be, u, P + L->v1.W, P + L->v1.b, f->hv, R, L->u, H));
+    DQN_TRY(OPS->relu_fwd(be, f->hv, f->hv, (size_t)R * H));
+    DQN_TRY(OPS->linear_fwd(be, f->hv, P + L->v2.W, P + L->v2.b, f->V, R, H, 1));
+    DQN_TRY(OPS->linear_fwd(be, u, P + L->a1.W, P + L->a1.b, f->ha, R, L->u, H));
+    DQN_TRY(OPS->relu_fwd(be, f->ha, f->ha, (size_t)R * H));
+    DQN_TRY(OPS->linear_fwd(be, f->ha, P + L->a2.W, P + L->a2.b, f->Adv, R, H, a->br.A));
+    return OPS->dueling_fwd(be, f->V, f->Adv, f->Z, R, &a->br);
+}
+
+/* ---------------------------------------------------------------- backward */
+
+dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
+                        const dqn_fwd *f, dqn_bwd *w, float *G, int B, int T,
+                        float head_grad_clip) {
+    const dqn_arch *a = &L->arch;
+    int d = a->d, H = a->head_hidden, R = B * T, U = L->u;
+    const float *u = a->bottleneck > 0 ? f->u : f->z;
+    DQN_TRY(OPS->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
+    if (head_grad_clip > 0) {
+        /* SPEC 4: clip the whole-batch L2 norm of d_value_logits and d_adv_logits */
+        DQN_TRY(OPS->l2_norm(be, w->dV, (size_t)R, w->norms));
+        DQN_TRY(OPS->clip_by_norm(be, w->dV, (size_t)R, w->norms, head_grad_clip));
+        DQN_TRY(OPS->l2_norm(be, w->dAdv, (size_t)R * a->br.A, w->norms + 1));
+        DQN_TRY(OPS->clip_by_norm(be, w->dAdv, (size_t)R * a->br.A, w->norms + 1,
+                                  head_grad_clip));
+    }
+    /* value head, then advantage head; their input gradients add up in du */
+    DQN_TRY(OPS->linear_bwd(be, f->hv, P + L->v2.W, w->dV, w->dhv, G + L->v2.W, G + L->v2.b,
+                            R, H, 1));
+    DQN_TRY(OPS->relu_bwd(be, f->hv, w->dhv, w->dhv, (size_t)R * H));
+    DQN_TRY(OPS->linear_bwd(be, u, P + L->v1.W, w->dhv, w->du, G + L->v1.W, G + L->v1.b, R, U,
+                            H));
+    DQN_TRY(OPS->linear_bwd(be, f->ha, P + L->a2.W, w->dAdv, w->dha, G + L->a2.W, G + L->a2.b,
+                            R, H, a->br.A));
+    DQN_TRY(OPS->relu_bwd(be, f->ha, w->dha, w->dha, (size_t)R * H));
+    DQN_TRY(OPS->linear_bwd(be, u, P + L->a1.W, w->dha, w->du2, G + L->a1.W, G + L->a1.b, R,
+                            U, H));
+    DQN_TRY(OPS->axpy(be, 1.0f, w->du2, w->du, (size_t)R * U));
+    /* bottleneck: du -> dcat -> (dz, dh from the h half of the concat) */
+    const float *dz = w->du;
+    const float *h = f->h[a->grn_blocks];
+    if (a->bottleneck > 0) {
+        DQN_TRY(OPS->relu_bwd(be, f->u, w->du, w->du, (size_t)R * U));
+        DQN_TRY(OPS->linear_bwd(be, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W,
+                                G + L->bn.b, R, 2 * d, U));
+        DQN_TRY(OPS->fill(be, w->dh2, 0.0f, (size_t)B * d));
+        DQN_TRY(OPS->concat_bcast_bwd(be, w->dcat, w->dz, w->dh2, B, T, d));
+        dz = w->dz;
+    }
+    /* z = h * phi: the IQN path hands dh to the trunk */
+    DQN_TRY(OPS->mul_bcast_bwd(be, h, f->phi, dz, w->dh, w->dphi, B, T, d));
+    if (a->bottleneck > 0) DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh, (size_t)B * d));
+    DQN_TRY(OPS->relu_bwd(be, f->phi, w->dphi, w->dphi, (size_t)R * d));
+    DQN_TRY(OPS->linear_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W, G + L->phi.b,
+                            R, a->n_cos, d));
+    /* trunk, last block first; dh holds the gradient w.r.t. the block's output */
+    for (int l = a->grn_blocks - 1; l >= 0; l--) {
+        const dqn_grn_offsets *g = &L->grn[l];
+        DQN_TRY(OPS->layernorm_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], w->dh,
+                                   w->dr, G + g->gamma, G + g->beta, B, d));
+        /* residual: the gradient w.r.t. h is dr (into dh2) plus the gate path's */
+        DQN_TRY(OPS->gate_bwd(be, f->g[l], w->dr, w->dh2, w->dg, B, d));
+        DQN_TRY(OPS->linear_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b,
+                                B, d, 2 * d));
+        DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
+        DQN_TRY(OPS->linear_bwd(be, f->h[l], P + g->a.W, w->de, w->dh, G + g->a.W, G + g->a.b,
+                                B, d, d));
+        DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh, (size_t)B * d));
+    }
+    return OPS->linear_bwd(be, x, P + L->in.W, w->dh, NULL, G + L->in.W, G + L->in.b, B,
+                           a->obs_dim, d);
+}
+
+/* ---------------------------------------------------------------- model */
+
+dqn_status dqn_model_create(dqn_model *m, dqn_backend *be, const dqn_arch *arch,
+                            const dqn_update_cfg *uc) {
+    memset(m, 0, sizeof *m);
+    m->be = be;
+    m->ucfg = *uc;
+    DQN_TRY(dqn_layout_build(&m->L, arch));
+    size_t n = m->L.n_params;
+    int B = uc->B, D = arch->br.D, obs = arch->obs_dim;
+    DQN_TRY(falloc(be, &m->params, n));
+    DQN_TRY(falloc(be, &m->target, n));
+    DQN_TRY(falloc(be, &m->grads, n));
+    DQN_TRY(falloc(be, &m->adam_m, n));
+    DQN_TRY(falloc(be, &m->adam_v, n));
+    DQN_TRY(be->ops->alloc(be, (void **)&m->step, sizeof(uint64_t)));
+    DQN_TRY(falloc(be, &m->gnorm, 1));
+    DQN_TRY(falloc(be, &m->loss, 1));
+    DQN_TRY(be->ops->alloc(be, (void **)&m->idx, (size_t)B * sizeof(int32_t)));
+    DQN_TRY(falloc(be, &m->x, (size_t)B * obs));
+    DQN_TRY(falloc(be, &m->xn, (size_t)B * obs));
+    DQN_TRY(falloc(be, &m->R, (size_t)B));
+    DQN_TRY(falloc(be, &m->disc, (size_t)B));
+    DQN_TRY(be->ops->alloc(be, (void **)&m->act, (size_t)B * D * sizeof(int32_t)));
+    DQN_TRY(be->ops->alloc(be, (void **)&m->astar, (size_t)B * D * sizeof(int32_t)));
+    DQN_TRY(falloc(be, &m->tau, (size_t)B * uc->N));
+    DQN_TRY(falloc(be, &m->tau_t, (size_t)B * uc->Nt));
+    DQN_TRY(falloc(be, &m->tau_k, (size_t)B * uc->K));
+    DQN_TRY(falloc(be, &m->y, (size_t)B * D * uc->Nt));
+    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_on, B, uc->N));
+    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_sel, B, uc->K));
+    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_tgt, B, uc->Nt));
+    DQN_TRY(bwd_alloc(be, &m->L, &m->bw, B, uc->N));
+    return DQN_OK;
+}
+
+void dqn_model_destroy(dqn_model *m) {
+    dqn_backend *be = m->be;
+    if (!be) return;
+    if (m->graph_exec && be->ops->graph_destroy) be->ops->graph_destroy(be, m->graph_exec, 1);
+    void *bufs[] = {m->params, m->target, m->grads, m->adam_m, m->adam_v, m->step, m->gnorm,
+                    m->loss, m->idx, m->x, m->xn, m->R, m->disc, m->act, m->astar, m->tau,
+                    m->tau_t, m->tau_k, m->y};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) ffree(be, bufs[k]);
+    dqn_fwd_free(be, &m->f_on);
+    dqn_fwd_free(be, &m->f_sel);
+    dqn_fwd_free(be, &m->f_tgt);
+    bwd_free(be, &m->bw);
+    memset(m, 0, sizeof *m);
+}
+
+dqn_status dqn_model_init_weights(dqn_model *m, uint64_t seed) {
+    dqn_backend *be = m->be;
+    size_t n = m->L.n_params;
+    float *host = malloc(n * sizeof *host);
+    if (!host) return DQN_ERR(DQN_ERR_NOMEM, "%zu parameters", n);
+    dqn_layout_init_params(&m->L, seed, host);
+    dqn_status s = OPS->h2d(be, m->params, host, n * sizeof *host);
+    free(host);
+    DQN_TRY(s);
+    DQN_TRY(OPS->d2d(be, m->target, m->params, n * sizeof(float)));
+    DQN_TRY(OPS->fill(be, m->adam_m, 0.0f, n));
+    DQN_TRY(OPS->fill(be, m->adam_v, 0.0f, n));
+    DQN_TRY(OPS->fill(be, m->grads, 0.0f, n));
+    uint64_t zero = 0;
+    return OPS->h2d(be, m->step, &zero, sizeof zero);
+}
+
+dqn_status dqn_model_loss_grad(dqn_model *m) {
+    dqn_backend *be = m->be;
+    const dqn_update_cfg *c = &m->ucfg;
+    const dqn_layout *L = &m->L;
+    const dqn_branches *br = &L->arch.br;
+    int B = c->B;
+    /* double DQN: the online net on x' (K taus) picks a*, the target net on x' scores it */
+    DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K));
+    DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
+    DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt));
+    DQN_TRY(OPS->iqn_targets(be, m->f_tgt.Z, m->astar, m->R, m->disc, m->y, B, c->Nt, br,
+                             c->mode));
+    DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N));
+    DQN_TRY(OPS->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, NULL, m->loss, m->bw.dZ,
+                                NULL, B, c->N, c->Nt, br, c->mode, c->kappa));
+    return dqn_backward(be, L, m->params, m->x, &m->f_on, &m->bw, m->grads, B, c->N,
+                        c->head_grad_clip);
+}
+
+/* Sampling and taus: every draw is keyed by the update counter, so replays draw fresh numbers. */
+static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
+    dqn_backend *be = m->be;
+    const dqn_update_cfg *c = &m->ucfg;
+    int B = c->B, D = m->L.arch.br.D, obs = m->L.arch.obs_dim;
+    DQN_TRY(OPS->rand_index(be, m->idx, (size_t)B, c->seed, DQN_STREAM_REPLAY, m->step,
+                            (uint64_t)B, rv->size));
+    DQN_TRY(OPS->gather_f32(be, rv->obs, m->idx, m->x, B, obs));
+    DQN_TRY(OPS->gather_f32(be, rv->next_obs, m->idx, m->xn, B, obs));
+    DQN_TRY(OPS->gather_i32(be, rv->act, m->idx, m->act, B, D));
+    DQN_TRY(OPS->gather_f32(be, rv->R, m->idx, m->R, B, 1));
+    DQN_TRY(OPS->gather_f32(be, rv->disc, m->idx, m->disc, B, 1));
+    size_t nN = (size_t)B * c->N, nT = (size_t)B * c->Nt, nK = (size_t)B * c->K;
+    DQN_TRY(OPS->rand_uniform(be, m->tau, nN, c->seed, DQN_STREAM_TAU_ONLINE, m->step, nN));
+    DQN_TRY(OPS->rand_uniform(be, m->tau_t, nT, c->seed, DQN_STREAM_TAU_TARGET, m->step, nT));
+    return OPS->rand_uniform(be, m->tau_k, nK, c->seed, DQN_STREAM_TAU_SELECT, m->step, nK);
+}
+
+static dqn_status record_optimizer(dqn_model *m) {
+    dqn_backend *be = m->be;
+    const dqn_update_cfg *c = &m->ucfg;
+    size_t n = m->L.n_params;
+    DQN_TRY(OPS->l2_norm(be, m->grads, n, m->gnorm));
+    DQN_TRY(OPS->adam(be, m->params, m->grads, m->adam_m, m->adam_v, n, c->lr, c->beta1,
+                      c->beta2, c->adam_eps, c->weight_decay, m->gnorm, c->grad_clip, m->step,
+                      NULL));
+    DQN_TRY(OPS->target_update(be, m->target, m->params, n, c->tau_target > 0 ? 0 : c->target_period,
+                               c->tau_target, m->step));
+    return OPS->step_incr(be, m->step);
+}
+
+static dqn_status record_update(dqn_model *m, const dqn_replay_view *rv) {
+    DQN_TRY(record_sample(m, rv));
+    DQN_TRY(dqn_model_loss_grad(m));
+    return record_optimizer(m);
+}
+
+dqn_status dqn_model_update(dqn_model *m, const dqn_replay_view *rv) {
+    dqn_backend *be = m->be;
+    if (!OPS->capture_begin) return record_update(m, rv);
+    if (!m->graph_exec) {
+        /* stages as child graphs: sample+forward+loss, backward is inside loss_grad, optimizer */
+        void *child[2] = {NULL, NULL};
+        DQN_TRY(OPS->capture_begin(be));
+        dqn_status s = record_sample(m, rv);
+        if (s == DQN_OK) s = dqn_model_loss_grad(m);
+        dqn_status e = OPS->capture_end(be, &child[0]);
+        DQN_TRY(s);
+        DQN_TRY(e);
+        DQN_TRY(OPS->capture_begin(be));
+        s = record_optimizer(m);
+        e = OPS->capture_end(be, &child[1]);
+        DQN_TRY(s);
+        DQN_TRY(e);
+        s = OPS->graph_compose(be, child, 2, &m->graph_exec);
+        OPS->graph_destroy(be, child[0], 0);
+        OPS->graph_destroy(be, child[1], 0);
+        DQN_TRY(s);
+    }
+    return OPS->graph_launch(be, m->graph_exec);
+}

@@ -1,0 +1,99 @@
+/* The network of SPEC section 2 and the update of SPEC section 3, composed once from the backend
+ * op table. Nothing here knows which backend runs it. */
+#ifndef DQN_MODEL_MODEL_H
+#define DQN_MODEL_MODEL_H
+#include "backends/backend.h"
+#include "model/layout.h"
+
+/* Activations of one forward pass over B samples x T taus (R = B*T rows); kept for backward. */
+typedef struct {
+    int B, T;                        /* capacity: B samples, T taus */
+    float *h[DQN_MAX_GRN + 1];       /* [B, d] trunk input of block l (h[L] = trunk output) */
+    float *e[DQN_MAX_GRN];           /* [B, d]   ELU(W_a h + b_a) */
+    float *g[DQN_MAX_GRN];           /* [B, 2d]  W_b e + b_b */
+    float *r[DQN_MAX_GRN];           /* [B, d]   h + GLU(g), LayerNorm input */
+    float *mean[DQN_MAX_GRN], *rstd[DQN_MAX_GRN];   /* [B] */
+    float *C;                        /* [R, n_cos] cosine features */
+    float *phi;                      /* [R, d] */
+    float *z;                        /* [R, d] */
+    float *cat;                      /* [R, 2d] (bottleneck only) */
+    float *u;                        /* [R, m] (bottleneck only; else u = z) */
+    float *hv, *ha;                  /* [R, H] head hidden (post-ReLU) */
+    float *V;                        /* [R, 1] value logits */
+    float *Adv;                      /* [R, A] advantage logits */
+    float *Z;                        /* [R, A] */
+} dqn_fwd;
+
+/* Gradient workspace of the one pass that is differentiated. */
+typedef struct {
+    float *dZ, *dV, *dAdv;           /* [R, A], [R], [R, A] */
+    float *dhv, *dha;                /* [R, H] */
+    float *du, *du2;                 /* [R, u] */
+    float *dcat;                     /* [R, 2d] */
+    float *dz, *dphi;                /* [R, d] */
+    float *dh, *dh2;                 /* [B, d] */
+    float *dr, *de;                  /* [B, d] */
+    float *dg;                       /* [B, 2d] */
+    float *norms;                    /* [2] head-gradient norms (value, advantage) */
+} dqn_bwd;
+
+typedef struct {
+    int B, N, Nt, K;
+    dqn_target_mode mode;
+    float kappa, gamma_unused;
+    float lr, beta1, beta2, adam_eps, weight_decay, grad_clip, head_grad_clip;
+    int target_period;
+    float tau_target;
+    uint64_t seed;
+} dqn_update_cfg;
+
+typedef struct {
+    dqn_backend *be;
+    dqn_layout L;
+    /* one buffer each, same layout */
+    float *params, *target, *grads, *adam_m, *adam_v;
+    uint64_t *step;                  /* updates done (device scalar) */
+    float *gnorm;                    /* [1] global gradient norm of the last update */
+    float *loss;                     /* [1] */
+    dqn_update_cfg ucfg;
+    /* update-step buffers */
+    int32_t *idx;                    /* [B] replay indices */
+    float *x, *xn, *R, *disc;        /* [B, obs], [B, obs], [B], [B] */
+    int32_t *act, *astar;            /* [B, D] */
+    float *tau, *tau_t, *tau_k;      /* [B*N], [B*Nt], [B*K] */
+    float *y;                        /* [B, D, Nt] */
+    dqn_fwd f_on, f_sel, f_tgt;      /* online on x; online on x' (K taus); target on x' */
+    dqn_bwd bw;
+    void *graph_exec;                /* captured update (backends with graphs) */
+} dqn_model;
+
+dqn_status dqn_model_create(dqn_model *m, dqn_backend *be, const dqn_arch *arch,
+                            const dqn_update_cfg *ucfg);
+void dqn_model_destroy(dqn_model *m);
+/* Initialise the online weights from the seed (Philox), copy them to the target, zero Adam. */
+dqn_status dqn_model_init_weights(dqn_model *m, uint64_t seed);
+
+dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B, int T);
+void dqn_fwd_free(dqn_backend *be, dqn_fwd *f);
+/* Z [B*T, A] of the net with parameters P on x [B, obs] and taus [B*T]. */
+dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
+                       const float *tau, dqn_fwd *f, int B, int T);
+/* Gradients of the loss w.r.t. P into G, given dZ in bw->dZ, for the pass f on x. */
+dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
+                        const dqn_fwd *f, dqn_bwd *bw, float *G, int B, int T,
+                        float head_grad_clip);
+
+/* The loss and gradients of one batch already in m->x .. m->tau_k (no sampling, no optimizer). */
+dqn_status dqn_model_loss_grad(dqn_model *m);
+
+typedef struct {
+    const float *obs, *next_obs, *R, *disc;  /* replay columns in backend memory */
+    const int32_t *act;
+    const uint32_t *size;                    /* current replay size (backend memory) */
+} dqn_replay_view;
+
+/* One whole update: sample, taus, forwards, loss, backward, clip, Adam, target sync, step++.
+ * On a backend with graphs, the first call captures it and later calls replay the graph. */
+dqn_status dqn_model_update(dqn_model *m, const dqn_replay_view *rv);
+
+#endif

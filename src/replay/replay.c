@@ -1,0 +1,100 @@
+#include "replay/replay.h"
+
+#include <string.h>
+
+#include "core/error.h"
+
+dqn_status dqn_replay_create(dqn_replay *r, dqn_backend *be, int cap, int obs_dim, int D) {
+    memset(r, 0, sizeof *r);
+    if (cap < 1) return DQN_ERR(DQN_ERR_ARG, "replay capacity %d < 1", cap);
+    r->be = be;
+    r->cap = cap;
+    r->obs_dim = obs_dim;
+    r->D = D;
+    size_t c = (size_t)cap;
+    DQN_TRY(be->ops->alloc(be, (void **)&r->obs, c * obs_dim * sizeof(float)));
+    DQN_TRY(be->ops->alloc(be, (void **)&r->next_obs, c * obs_dim * sizeof(float)));
+    DQN_TRY(be->ops->alloc(be, (void **)&r->R, c * sizeof(float)));
+    DQN_TRY(be->ops->alloc(be, (void **)&r->disc, c * sizeof(float)));
+    DQN_TRY(be->ops->alloc(be, (void **)&r->act, c * D * sizeof(int32_t)));
+    return be->ops->alloc(be, (void **)&r->size_dev, sizeof(uint32_t));
+}
+
+void dqn_replay_destroy(dqn_replay *r) {
+    if (!r->be) return;
+    void *p[] = {r->obs, r->next_obs, r->R, r->disc, r->act, r->size_dev};
+    for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
+        if (p[k]) r->be->ops->free(r->be, p[k]);
+    memset(r, 0, sizeof *r);
+}
+
+/* rows [0, n) of the host arrays into rows [at, at + n) of the buffer (no wrap) */
+static dqn_status put_rows(dqn_replay *r, int at, const float *obs, const int32_t *act,
+                           const float *R, const float *disc, const float *next_obs, int n) {
+    const dqn_ops *o = r->be->ops;
+    size_t od = (size_t)r->obs_dim, D = (size_t)r->D;
+    DQN_TRY(o->h2d(r->be, r->obs + at * od, obs, n * od * sizeof(float)));
+    DQN_TRY(o->h2d(r->be, r->next_obs + at * od, next_obs, n * od * sizeof(float)));
+    DQN_TRY(o->h2d(r->be, r->act + at * D, act, n * D * sizeof(int32_t)));
+    DQN_TRY(o->h2d(r->be, r->R + at, R, n * sizeof(float)));
+    return o->h2d(r->be, r->disc + at, disc, n * sizeof(float));
+}
+
+dqn_status dqn_replay_add(dqn_replay *r, const float *obs, const int32_t *act, const float *R,
+                          const float *disc, const float *next_obs, int n) {
+    if (n <= 0) return DQN_OK;
+    size_t od = (size_t)r->obs_dim, D = (size_t)r->D;
+    while (n > 0) {
+        int k = r->cap - r->pos < n ? r->cap - r->pos : n;
+        DQN_TRY(put_rows(r, r->pos, obs, act, R, disc, next_obs, k));
+        obs += k * od; next_obs += k * od; act += k * D; R += k; disc += k;
+        n -= k;
+        r->pos = (r->pos + k) % r->cap;
+        r->size = r->size + k < r->cap ? r->size + k : r->cap;
+    }
+    uint32_t s = (uint32_t)r->size;
+    return r->be->ops->h2d(r->be, r->size_dev, &s, sizeof s);
+}
+
+void dqn_replay_view_of(const dqn_replay *r, dqn_replay_view *v) {
+    v->obs = r->obs;
+    v->next_obs = r->next_obs;
+    v->R = r->R;
+    v->disc = r->disc;
+    v->act = r->act;
+    v->size = r->size_dev;
+}
+
+size_t dqn_replay_bytes(const dqn_replay *r) {
+    size_t c = (size_t)r->cap;
+    return c * (2 * r->obs_dim + 2) * sizeof(float) + c * r->D * sizeof(int32_t);
+}
+
+dqn_status dqn_replay_export(const dqn_replay *r, void *host) {
+    const dqn_ops *o = r->be->ops;
+    size_t c = (size_t)r->cap, od = c * r->obs_dim * sizeof(float);
+    char *p = host;
+    DQN_TRY(o->d2h(r->be, p, r->obs, od)); p += od;
+    DQN_TRY(o->d2h(r->be, p, r->next_obs, od)); p += od;
+    DQN_TRY(o->d2h(r->be, p, r->R, c * sizeof(float))); p += c * sizeof(float);
+    DQN_TRY(o->d2h(r->be, p, r->disc, c * sizeof(float))); p += c * sizeof(float);
+    return o->d2h(r->be, p, r->act, c * r->D * sizeof(int32_t));
+}
+
+dqn_status dqn_replay_import(dqn_replay *r, const void *host, int pos, int size) {
+    if (pos < 0 || pos >= r->cap || size < 0 || size > r->cap)
+        return DQN_ERR(DQN_ERR_FORMAT, "replay position %d / size %d outside capacity %d", pos,
+                       size, r->cap);
+    const dqn_ops *o = r->be->ops;
+    size_t c = (size_t)r->cap, od = c * r->obs_dim * sizeof(float);
+    const char *p = host;
+    DQN_TRY(o->h2d(r->be, r->obs, p, od)); p += od;
+    DQN_TRY(o->h2d(r->be, r->next_obs, p, od)); p += od;
+    DQN_TRY(o->h2d(r->be, r->R, p, c * sizeof(float))); p += c * sizeof(float);
+    DQN_TRY(o->h2d(r->be, r->disc, p, c * sizeof(float))); p += c * sizeof(float);
+    DQN_TRY(o->h2d(r->be, r->act, p, c * r->D * sizeof(int32_t)));
+    r->pos = pos;
+    r->size = size;
+    uint32_t s = (uint32_t)size;
+    return o->h2d(r->be, r->size_dev, &s, sizeof s);
+}

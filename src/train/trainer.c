@@ -1,0 +1,299 @@
+/* The training loop of SPEC section 5: envs -> actor -> n-step -> replay -> updates. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dqn_philox.h"
+#include "backends/cpu/cpu.h"
+#include "core/config.h"
+#include "train/trainer_internal.h"
+
+dqn_status dqn_backend_open(const char *device, const char *math, int threads, dqn_backend **out) {
+    dqn_math_mode mm = strcmp(math, "tf32") == 0 ? DQN_MATH_TF32 : DQN_MATH_FP32;
+    if (strcmp(device, "cuda") == 0) return dqn_backend_cuda_create(out, 0, mm);
+    if (strcmp(device, "auto") == 0 && dqn_backend_cuda_available())
+        return dqn_backend_cuda_create(out, 0, mm);
+    DQN_TRY(dqn_backend_cpu_create(out));
+    (*out)->math = mm;
+    dqn_cpu_set_threads(threads);
+    return DQN_OK;
+}
+
+dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env_type *env, dqn_arch *a) {
+    memset(a, 0, sizeof *a);
+    a->obs_dim = env->obs_dim;
+    a->d = c->d;
+    a->grn_blocks = c->grn_blocks;
+    a->n_cos = c->n_cos;
+    a->bottleneck = c->bottleneck;
+    a->head_hidden = c->head_hidden;
+    /* The env defines the action branches: the key may only restate them. */
+    dqn_branches_init(&a->br, env->n_branches, env->branch_sizes);
+    if (c->branches[0]) {
+        int sizes[DQN_CFG_MAX_BRANCHES], n = 0;
+        int same = dqn_config_parse_branches(c->branches, sizes, &n) && n == env->n_branches;
+        for (int b = 0; same && b < n; b++) same = sizes[b] == env->branch_sizes[b];
+        if (!same)
+            return dqn_error_user(DQN_ERR_ARG,
+                                  "bad value for --branches: \"%s\" (env %s has %d branch(es) "
+                                  "fixed by the env; leave it empty)",
+                                  c->branches, env->name, env->n_branches);
+    }
+    return DQN_OK;
+}
+
+static void update_cfg_of(const dqn_config *c, dqn_update_cfg *u) {
+    memset(u, 0, sizeof *u);
+    u->B = c->batch_size;
+    u->N = c->n_tau;
+    u->Nt = c->n_tau_target;
+    u->K = c->k_tau;
+    u->mode = strcmp(c->target_mode, "independent") == 0 ? DQN_TARGET_INDEPENDENT : DQN_TARGET_MEAN;
+    u->kappa = (float)c->kappa;
+    u->lr = (float)c->lr;
+    u->beta1 = 0.9f;
+    u->beta2 = 0.999f;
+    u->adam_eps = (float)c->adam_eps;
+    u->weight_decay = (float)c->weight_decay;
+    u->grad_clip = (float)c->grad_clip;
+    u->head_grad_clip = (float)c->head_grad_clip;
+    u->target_period = c->target_period;
+    u->tau_target = (float)c->tau_target;
+    u->seed = c->seed;
+}
+
+void dqn_trainer_destroy(dqn_trainer *t) {
+    if (!t) return;
+    dqn_actor_destroy(&t->actor, t->be);
+    dqn_model_destroy(&t->model);
+    dqn_replay_destroy(&t->replay);
+    dqn_nstep_destroy(&t->nstep);
+    dqn_vecenv_destroy(&t->venv);
+    free(t->actions);
+    free(t->q_host);
+    free(t->prev_obs);
+    if (t->be) t->be->ops->destroy(t->be);
+    free(t);
+}
+
+dqn_status dqn_trainer_create(const dqn_config *c, dqn_trainer **out) {
+    *out = NULL;
+    DQN_TRY(dqn_config_validate(c));
+    const dqn_env_type *env = dqn_env_find(c->env);
+    if (!env) return dqn_error_user(DQN_ERR_ARG, "unknown env \"%s\" (expected %s)", c->env,
+                                    dqn_env_names());
+    dqn_trainer *t = calloc(1, sizeof *t);
+    if (!t) return DQN_ERR(DQN_ERR_NOMEM, "trainer");
+    t->cfg = *c;
+    t->env = env;
+    t->last_loss = NAN;
+    dqn_status s = dqn_backend_open(c->device, c->math, c->threads, &t->be);
+    if (s != DQN_OK) goto fail;
+    if ((s = dqn_arch_from_config(c, env, &t->arch)) != DQN_OK) goto fail;
+    dqn_update_cfg uc;
+    update_cfg_of(c, &uc);
+    if ((s = dqn_model_create(&t->model, t->be, &t->arch, &uc)) != DQN_OK) goto fail;
+    if ((s = dqn_model_init_weights(&t->model, c->seed)) != DQN_OK) goto fail;
+    int D = t->arch.br.D, obs = env->obs_dim;
+    if ((s = dqn_replay_create(&t->replay, t->be, c->buffer_size, obs, D)) != DQN_OK) goto fail;
+    if ((s = dqn_nstep_create(&t->nstep, c->num_envs, c->n_step, obs, D, c->gamma)) != DQN_OK)
+        goto fail;
+    if ((s = dqn_vecenv_create(&t->venv, env, c->num_envs, c->seed, DQN_STREAM_ENV)) != DQN_OK)
+        goto fail;
+    if ((s = dqn_actor_create(&t->actor, t->be, &t->model.L, c->num_envs, c->k_tau)) != DQN_OK)
+        goto fail;
+    t->actions = calloc((size_t)c->num_envs * D, sizeof *t->actions);
+    t->q_host = calloc((size_t)c->num_envs * t->arch.br.A, sizeof *t->q_host);
+    t->prev_obs = calloc((size_t)c->num_envs * obs, sizeof *t->prev_obs);
+    if (!t->actions || !t->q_host || !t->prev_obs) {
+        s = DQN_ERR(DQN_ERR_NOMEM, "trainer host buffers");
+        goto fail;
+    }
+    dqn_vecenv_reset(&t->venv);
+    *out = t;
+    return DQN_OK;
+fail:
+    dqn_trainer_destroy(t);
+    return s;
+}
+
+static double epsilon_at(const dqn_config *c, int64_t step) {
+    double span = c->eps_fraction * (double)c->steps;
+    double f = span > 0 ? (double)step / span : 1.0;
+    if (f > 1.0) f = 1.0;
+    return c->eps_start + (c->eps_end - c->eps_start) * f;
+}
+
+/* Epsilon-greedy per branch; the network runs only if some branch of some env acts greedily. */
+static dqn_status act(dqn_trainer *t) {
+    const dqn_config *c = &t->cfg;
+    const dqn_branches *br = &t->arch.br;
+    int n = c->num_envs, D = br->D;
+    double eps = epsilon_at(c, t->env_steps);
+    uint64_t base = t->act_steps * (uint64_t)n * D * 2;
+    int any_greedy = 0;
+    for (int i = 0; i < n * D; i++) {
+        int b = i % D;
+        if (dqn_philox_uniform(c->seed, DQN_STREAM_EXPLORE, base + 2 * (uint64_t)i) < eps)
+            t->actions[i] = (int32_t)dqn_philox_below(c->seed, DQN_STREAM_EXPLORE,
+                                                       base + 2 * (uint64_t)i + 1,
+                                                       (uint32_t)br->n[b]);
+        else {
+            t->actions[i] = -1;
+            any_greedy = 1;
+        }
+    }
+    t->act_steps++;
+    if (!any_greedy) return DQN_OK;
+    int32_t scratch[DQN_MAX_BRANCHES * 64];
+    int32_t *g = n * D <= (int)(sizeof scratch / sizeof scratch[0]) ? scratch
+                                                                    : malloc((size_t)n * D * sizeof *g);
+    if (!g) return DQN_ERR(DQN_ERR_NOMEM, "actions");
+    dqn_status s = dqn_actor_greedy(&t->actor, t->be, &t->model.L, t->model.params, t->venv.obs, n,
+                                    c->seed, 0, g, t->q_host);
+    if (s == DQN_OK) {
+        double qsum = 0;
+        for (int e = 0; e < n; e++)
+            for (int b = 0; b < D; b++) {
+                const float *q = t->q_host + (size_t)e * br->A + br->off[b];
+                float best = q[0];
+                for (int a = 1; a < br->n[b]; a++) best = q[a] > best ? q[a] : best;
+                qsum += best;
+            }
+        qsum /= (double)(n * D);
+        t->mean_q = isfinite(t->mean_q) && t->mean_q != 0 ? 0.99 * t->mean_q + 0.01 * qsum : qsum;
+        for (int i = 0; i < n * D; i++)
+            if (t->actions[i] < 0) t->actions[i] = g[i];
+    }
+    if (g != scratch) free(g);
+    return s;
+}
+
+static dqn_status do_update(dqn_trainer *t) {
+    dqn_replay_view v;
+    dqn_replay_view_of(&t->replay, &v);
+    DQN_TRY(dqn_model_update(&t->model, &v));
+    t->updates++;
+    if (t->be->ops->capture_begin && !t->loss_log) return DQN_OK;  /* read lazily on GPUs */
+    float loss;
+    DQN_TRY(t->be->ops->d2h(t->be, &loss, t->model.loss, sizeof loss));
+    t->last_loss = loss;
+    if (t->loss_log && *t->loss_count < t->loss_cap) t->loss_log[(*t->loss_count)++] = loss;
+    return DQN_OK;
+}
+
+dqn_status dqn_trainer_run_until(dqn_trainer *t, int64_t target) {
+    const dqn_config *c = &t->cfg;
+    if (target <= 0 || target > c->steps) target = c->steps;
+    int n = c->num_envs, obs = t->env->obs_dim, D = t->arch.br.D;
+    dqn_vecenv *v = &t->venv;
+    while (t->env_steps < target) {
+        DQN_TRY(act(t));
+        memcpy(t->prev_obs, v->obs, (size_t)n * obs * sizeof(float));
+        dqn_vecenv_step(v, t->actions);
+        dqn_nstep_clear_out(&t->nstep);
+        for (int e = 0; e < n; e++) {
+            int done = v->terminated[e] || v->truncated[e];
+            const float *next = done ? v->final_obs + (size_t)e * obs : v->obs + (size_t)e * obs;
+            dqn_nstep_push(&t->nstep, e, t->prev_obs + (size_t)e * obs, t->actions + (size_t)e * D,
+                           v->reward[e], next, v->terminated[e], v->truncated[e]);
+            if (done) {
+                t->episodes++;
+                t->recent[t->recent_pos] = v->done_return[e];
+                t->recent_pos = (t->recent_pos + 1) % DQN_RECENT_EPISODES;
+                if (t->n_recent < DQN_RECENT_EPISODES) t->n_recent++;
+            }
+        }
+        dqn_nstep *ns = &t->nstep;
+        DQN_TRY(dqn_replay_add(&t->replay, ns->out_obs, ns->out_act, ns->out_R, ns->out_disc,
+                               ns->out_next, ns->out_n));
+        t->env_steps += n;
+        if (t->env_steps < c->learning_starts || t->replay.size < c->batch_size) continue;
+        t->since_update += n;
+        while (t->since_update >= c->train_freq) {
+            t->since_update -= c->train_freq;
+            for (int g = 0; g < c->updates_per_round; g++) DQN_TRY(do_update(t));
+        }
+    }
+    if (t->updates > 0) {
+        float loss, gn;
+        DQN_TRY(t->be->ops->d2h(t->be, &loss, t->model.loss, sizeof loss));
+        DQN_TRY(t->be->ops->d2h(t->be, &gn, t->model.gnorm, sizeof gn));
+        t->last_loss = loss;
+        t->grad_norm = gn;
+    }
+    return DQN_OK;
+}
+
+void dqn_trainer_stats(const dqn_trainer *t, dqn_train_stats *s) {
+    memset(s, 0, sizeof *s);
+    s->env_steps = t->env_steps;
+    s->updates = t->updates;
+    s->episodes = t->episodes;
+    double sum = 0;
+    for (int k = 0; k < t->n_recent; k++) sum += t->recent[k];
+    s->mean_return = t->n_recent ? sum / t->n_recent : NAN;
+    s->last_loss = t->last_loss;
+    s->mean_q = t->mean_q;
+    s->grad_norm = t->grad_norm;
+    s->epsilon = epsilon_at(&t->cfg, t->env_steps);
+    s->skipped_updates = t->skipped;
+}
+
+const dqn_config *dqn_trainer_config(const dqn_trainer *t) { return &t->cfg; }
+
+const char *dqn_trainer_backend(const dqn_trainer *t) {
+    return t->be->ops->name;
+}
+
+void dqn_trainer_record_losses(dqn_trainer *t, double *buf, size_t cap, size_t *count) {
+    t->loss_log = buf;
+    t->loss_cap = cap;
+    t->loss_count = count;
+}
+
+dqn_status dqn_trainer_evaluate(dqn_trainer *t, int episodes, uint64_t seed, double *mean,
+                                double *std, double *returns_out) {
+    if (episodes < 1) return DQN_ERR(DQN_ERR_ARG, "episodes %d < 1", episodes);
+    dqn_vecenv ev;
+    dqn_actor ac;
+    int D = t->arch.br.D;
+    DQN_TRY(dqn_vecenv_create(&ev, t->env, episodes, seed, DQN_STREAM_EVAL << 16));
+    dqn_status s = dqn_actor_create(&ac, t->be, &t->model.L, episodes, t->cfg.k_tau);
+    double *ret = calloc((size_t)episodes, sizeof *ret);
+    int32_t *a = calloc((size_t)episodes * D, sizeof *a);
+    char *done = calloc((size_t)episodes, 1);
+    if (s == DQN_OK && (!ret || !a || !done)) s = DQN_ERR(DQN_ERR_NOMEM, "evaluation buffers");
+    if (s == DQN_OK) {
+        dqn_vecenv_reset(&ev);
+        int left = episodes;
+        while (left > 0 && s == DQN_OK) {
+            s = dqn_actor_greedy(&ac, t->be, &t->model.L, t->model.params, ev.obs, episodes, seed,
+                                 1, a, NULL);
+            if (s != DQN_OK) break;
+            dqn_vecenv_step(&ev, a);
+            for (int e = 0; e < episodes; e++)
+                if (!done[e] && (ev.terminated[e] || ev.truncated[e])) {
+                    done[e] = 1;
+                    ret[e] = ev.done_return[e];
+                    left--;
+                }
+        }
+    }
+    if (s == DQN_OK) {
+        double m = 0, v = 0;
+        for (int e = 0; e < episodes; e++) m += ret[e];
+        m /= episodes;
+        for (int e = 0; e < episodes; e++) v += (ret[e] - m) * (ret[e] - m);
+        *mean = m;
+        *std = sqrt(v / episodes);
+        if (returns_out) memcpy(returns_out, ret, (size_t)episodes * sizeof *ret);
+    }
+    free(ret);
+    free(a);
+    free(done);
+    dqn_actor_destroy(&ac, t->be);
+    dqn_vecenv_destroy(&ev);
+    return s;
+}
