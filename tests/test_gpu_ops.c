@@ -246,6 +246,11 @@ static void test_elementwise(size_t n, int timed) {
     CHECK_OK(gpu->ops->relu_fwd(gpu, x.g, x.g, n));
     expect_f("relu_fwd in place", x, TOL_EW);
 
+    float a = urand(-2, 2);
+    CPU(axpy, a, dx.c, dy.c, n);
+    CHECK_OK(gpu->ops->axpy(gpu, a, dx.g, dy.g, n));
+    expect_f("axpy (accumulated)", dy, TOL_EW);
+
     float v = urand(-3, 3);
     CPU(fill, y.c, v, n);
     poison(y.g, n * sizeof(float));
@@ -254,6 +259,7 @@ static void test_elementwise(size_t n, int timed) {
     if (timed) {
         TIME_GPU("relu_fwd", gpu->ops->relu_fwd(gpu, x.g, y.g, n));
         TIME_GPU("elu_bwd", gpu->ops->elu_bwd(gpu, y.g, dy.g, dx.g, n));
+        TIME_GPU("axpy", gpu->ops->axpy(gpu, 1.0f, dx.g, dy.g, n));
     }
     release_all();
 }

@@ -116,6 +116,7 @@ static const dqn_ops cuda_ops = {
     cuda_destroy,
     cuda_linear_fwd,
     cuda_linear_bwd,
+    cuda_axpy,
     cuda_relu_fwd,
     cuda_relu_bwd,
     cuda_elu_fwd,

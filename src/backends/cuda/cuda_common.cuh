@@ -112,6 +112,7 @@ dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, cons
 void cuda_gemm_release(cuda_impl *c);
 
 dqn_status cuda_fill(dqn_backend *be, float *x, float v, size_t n);
+dqn_status cuda_axpy(dqn_backend *be, float a, const float *x, float *y, size_t n);
 dqn_status cuda_relu_fwd(dqn_backend *be, const float *x, float *y, size_t n);
 dqn_status cuda_relu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n);
 dqn_status cuda_elu_fwd(dqn_backend *be, const float *x, float *y, size_t n);

@@ -1,9 +1,13 @@
-/* Elementwise ops: fill, ReLU and ELU with their backward passes, the GRN gate. One grid-stride
+/* Elementwise ops: fill, axpy, ReLU and ELU with their backward passes, the GRN gate. One grid-stride
  * loop each; every output element is written by exactly one thread, so y == x is safe. */
 #include "backends/cuda/cuda_common.cuh"
 
 __global__ void k_fill(float *x, float v, size_t n) {
     GRID_STRIDE(i, n) x[i] = v;
+}
+
+__global__ void k_axpy(float a, const float *x, float *y, size_t n) {
+    GRID_STRIDE(i, n) y[i] += __fmul_rn(a, x[i]);   /* no FMA: the CPU's rounding */
 }
 
 __global__ void k_relu_fwd(const float *x, float *y, size_t n) {
@@ -54,6 +58,10 @@ __global__ void k_gate_bwd(const float *g, const float *dr, float *dh, float *dg
 }
 
 dqn_status cuda_fill(dqn_backend *be, float *x, float v, size_t n) { LAUNCH_1D(k_fill, n, x, v, n); }
+
+dqn_status cuda_axpy(dqn_backend *be, float a, const float *x, float *y, size_t n) {
+    LAUNCH_1D(k_axpy, n, a, x, y, n);
+}
 
 dqn_status cuda_relu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
     LAUNCH_1D(k_relu_fwd, n, x, y, n);
