@@ -1,0 +1,14 @@
+/* What the trainer needs from the CPU backend beyond the op table (dqn_backend_cpu_create is in
+ * backends/backend.h). */
+#ifndef DQN_CPU_H
+#define DQN_CPU_H
+#include "dqn.h"
+
+/* "openblas" or "builtin" */
+const char *dqn_cpu_gemm_name(void);
+/* Threads the GEMMs may use (OpenBLAS's pool); the built-in GEMM is single-threaded and
+ * accepts any n >= 1. */
+dqn_status dqn_cpu_set_threads(int n);
+int dqn_cpu_threads(void);
+
+#endif

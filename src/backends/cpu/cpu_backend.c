@@ -1,0 +1,651 @@
+/* The CPU backend: every op of backends/backend.h on host memory, run eagerly on the calling
+ * thread (the GEMMs may use OpenBLAS's threads). It is the reference the CUDA backend is checked
+ * against: reductions of a loss or a norm, LayerNorm statistics and means run in double. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "backends/cpu/gemm.h"
+#include "core/error.h"
+#include "dqn_philox.h"
+
+/* gcc -O2 (GCC >= 12: vect-cost-model=very-cheap) only vectorises loops whose trip count is a
+ * known multiple of the vector width, so elementwise loops run in fixed blocks plus a tail.
+ * ivdep: each element is read and written at the same index, so in-place calls are safe. */
+#if defined(__clang__)
+#define IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define IVDEP _Pragma("GCC ivdep")
+#endif
+#define EACH_BLOCK 16
+#define EACH(i, n, ...)                                                 \
+    do {                                                                \
+        size_t i##0_ = 0, i##n_ = (n);                                  \
+        for (; i##0_ + EACH_BLOCK <= i##n_; i##0_ += EACH_BLOCK)        \
+            IVDEP for (size_t i##j_ = 0; i##j_ < EACH_BLOCK; i##j_++) { \
+                size_t i = i##0_ + i##j_;                               \
+                __VA_ARGS__;                                            \
+            }                                                           \
+        for (size_t i = i##0_; i < i##n_; i++) {                        \
+            __VA_ARGS__;                                                \
+        }                                                               \
+    } while (0)
+
+/* Double accumulators in independent lanes: vectorisable, and a shorter rounding chain. */
+enum { LANES = 8 };
+
+#define REQUIRE(cond, ...)                                     \
+    do {                                                       \
+        if (!(cond)) return DQN_ERR(DQN_ERR_ARG, __VA_ARGS__); \
+    } while (0)
+
+static dqn_status check_branches(const char *op, const dqn_branches *br) {
+    REQUIRE(br, "%s: branches is NULL", op);
+    REQUIRE(br->D >= 1 && br->D <= DQN_MAX_BRANCHES, "%s: D = %d branches, allowed 1..%d", op,
+            br->D, DQN_MAX_BRANCHES);
+    int off = 0;
+    for (int b = 0; b < br->D; b++) {
+        REQUIRE(br->n[b] >= 1 && br->off[b] == off, "%s: branch %d has size %d at offset %d", op, b,
+                br->n[b], br->off[b]);
+        off += br->n[b];
+    }
+    REQUIRE(br->A == off, "%s: A = %d, branch sizes sum to %d", op, br->A, off);
+    return DQN_OK;
+}
+
+/* Actions act[B, D] must each lie in [0, n_b). */
+static dqn_status check_actions(const char *op, const int32_t *act, int B, const dqn_branches *br) {
+    for (int s = 0; s < B; s++)
+        for (int b = 0; b < br->D; b++) {
+            int32_t a = act[(size_t)s * br->D + b];
+            REQUIRE(a >= 0 && a < br->n[b], "%s: action[%d, %d] = %d, branch size %d", op, s, b,
+                    (int)a, br->n[b]);
+        }
+    return DQN_OK;
+}
+
+/* ---- memory ---- */
+
+static dqn_status cpu_alloc(dqn_backend *be, void **p, size_t bytes) {
+    (void)be;
+    *p = calloc(1, bytes ? bytes : 1);
+    if (!*p) return DQN_ERR(DQN_ERR_NOMEM, "cpu alloc of %zu bytes", bytes);
+    return DQN_OK;
+}
+
+static void cpu_free(dqn_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static dqn_status cpu_copy(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memcpy(dst, src, bytes);
+    return DQN_OK;
+}
+
+static dqn_status cpu_fill(dqn_backend *be, float *x, float v, size_t n) {
+    (void)be;
+    EACH(i, n, x[i] = v);
+    return DQN_OK;
+}
+
+static dqn_status cpu_sync(dqn_backend *be) {
+    (void)be;
+    return DQN_OK;
+}
+
+static void cpu_destroy(dqn_backend *be) { free(be); }
+
+/* ---- dense layers ---- */
+
+static dqn_status linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
+                             float *Y, int M, int K, int N) {
+    (void)be;
+    REQUIRE(M > 0 && K > 0 && N > 0, "linear_fwd: M=%d K=%d N=%d must be positive", M, K, N);
+    return dqn_gemm_xwt(X, W, b, Y, M, K, N);
+}
+
+static dqn_status linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
+                             float *dX, float *dW, float *db, int M, int K, int N) {
+    (void)be;
+    REQUIRE(M > 0 && K > 0 && N > 0, "linear_bwd: M=%d K=%d N=%d must be positive", M, K, N);
+    if (dX) DQN_TRY(dqn_gemm_dyw(dY, W, dX, M, K, N));
+    DQN_TRY(dqn_gemm_dytx(dY, X, dW, M, K, N));
+    if (db) {
+        EACH(j, (size_t)N, db[j] = 0.0f);
+        for (int m = 0; m < M; m++) {
+            const float *restrict row = dY + (size_t)m * N;
+            EACH(j, (size_t)N, db[j] += row[j]);
+        }
+    }
+    return DQN_OK;
+}
+
+static dqn_status axpy(dqn_backend *be, float a, const float *x, float *y, size_t n) {
+    (void)be;
+    EACH(i, n, y[i] += a * x[i]);
+    return DQN_OK;
+}
+
+/* ---- activations ---- */
+
+static dqn_status relu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
+    (void)be;
+    EACH(i, n, y[i] = x[i] > 0.0f ? x[i] : 0.0f);
+    return DQN_OK;
+}
+
+static dqn_status relu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n) {
+    (void)be;
+    EACH(i, n, float on = y[i] > 0.0f; dx[i] = dy[i] * on);
+    return DQN_OK;
+}
+
+static dqn_status elu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
+    (void)be;
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : expm1f(x[i]);
+    return DQN_OK;
+}
+
+static dqn_status elu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n) {
+    (void)be;
+    /* the slope as a blend (gcc -O2 does not if-convert the select); equal to the select for
+     * every y but +inf, which ELU outputs only for an input of +inf */
+    EACH(i, n, float pos = y[i] > 0.0f; dx[i] = dy[i] * (pos + (1.0f - pos) * (y[i] + 1.0f)));
+    return DQN_OK;
+}
+
+/* ---- GRN gate ---- */
+
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+static dqn_status gate_fwd(dqn_backend *be, const float *h, const float *g, float *r, int M,
+                           int d) {
+    (void)be;
+    REQUIRE(M >= 0 && d >= 0, "gate_fwd: M=%d d=%d", M, d);
+    for (size_t m = 0; m < (size_t)M; m++) {
+        const float *hm = h + m * d, *ga = g + m * 2 * d, *gb = ga + d;
+        float *rm = r + m * d;
+        for (int j = 0; j < d; j++) rm[j] = hm[j] + ga[j] * sigmoidf(gb[j]);
+    }
+    return DQN_OK;
+}
+
+static dqn_status gate_bwd(dqn_backend *be, const float *g, const float *dr, float *dh, float *dg,
+                           int M, int d) {
+    (void)be;
+    REQUIRE(M >= 0 && d >= 0, "gate_bwd: M=%d d=%d", M, d);
+    for (size_t m = 0; m < (size_t)M; m++) {
+        const float *ga = g + m * 2 * d, *gb = ga + d, *drm = dr + m * d;
+        float *dga = dg + m * 2 * d, *dgb = dga + d;
+        for (int j = 0; j < d; j++) {
+            float s = sigmoidf(gb[j]);
+            dga[j] = drm[j] * s;
+            dgb[j] = drm[j] * ga[j] * s * (1.0f - s);
+        }
+    }
+    if (dh != dr && M > 0 && d > 0) memcpy(dh, dr, (size_t)M * d * sizeof *dh);
+    return DQN_OK;
+}
+
+/* ---- LayerNorm ---- */
+
+#define LN_EPS 1e-5
+
+static dqn_status layernorm_fwd(dqn_backend *be, const float *x, const float *gamma,
+                                const float *beta, float *y, float *mean, float *rstd, int M,
+                                int d) {
+    (void)be;
+    REQUIRE(M >= 0 && d > 0, "layernorm_fwd: M=%d d=%d", M, d);
+    for (size_t m = 0; m < (size_t)M; m++) {
+        const float *restrict xm = x + m * d;
+        double sum[LANES] = {0}, sq[LANES] = {0}, mu = 0, var = 0;
+        int j = 0;
+        for (; j + LANES <= d; j += LANES)
+            for (int l = 0; l < LANES; l++) sum[l] += xm[j + l];
+        for (; j < d; j++) mu += xm[j];
+        for (int l = 0; l < LANES; l++) mu += sum[l];
+        mu /= d;
+        for (j = 0; j + LANES <= d; j += LANES)
+            for (int l = 0; l < LANES; l++) sq[l] += (xm[j + l] - mu) * (xm[j + l] - mu);
+        for (; j < d; j++) var += (xm[j] - mu) * (xm[j] - mu);
+        for (int l = 0; l < LANES; l++) var += sq[l];
+        float mf = (float)mu, rs = (float)(1.0 / sqrt(var / d + LN_EPS));
+        mean[m] = mf;
+        rstd[m] = rs;
+        float *restrict ym = y + m * d;
+        EACH(k, (size_t)d, ym[k] = (xm[k] - mf) * rs * gamma[k] + beta[k]);
+    }
+    return DQN_OK;
+}
+
+/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, xhat = (x - mean) * rstd */
+static dqn_status layernorm_bwd(dqn_backend *be, const float *x, const float *gamma,
+                                const float *mean, const float *rstd, const float *dy, float *dx,
+                                float *dgamma, float *dbeta, int M, int d) {
+    (void)be;
+    REQUIRE(M >= 0 && d > 0, "layernorm_bwd: M=%d d=%d", M, d);
+    EACH(k, (size_t)d, dgamma[k] = 0.0f; dbeta[k] = 0.0f);
+    for (size_t m = 0; m < (size_t)M; m++) {
+        const float *restrict xm = x + m * d, *restrict dym = dy + m * d;
+        float mf = mean[m], rs = rstd[m];
+        double sg[LANES] = {0}, sgx[LANES] = {0}, mg = 0, mgx = 0;
+        int j = 0;
+        for (; j + LANES <= d; j += LANES)
+            for (int l = 0; l < LANES; l++) {
+                float gj = dym[j + l] * gamma[j + l];
+                sg[l] += gj;
+                sgx[l] += gj * ((xm[j + l] - mf) * rs);
+            }
+        for (; j < d; j++) {
+            float gj = dym[j] * gamma[j];
+            mg += gj;
+            mgx += gj * ((xm[j] - mf) * rs);
+        }
+        for (int l = 0; l < LANES; l++) {
+            mg += sg[l];
+            mgx += sgx[l];
+        }
+        float a = (float)(mg / d), c = (float)(mgx / d);
+        float *restrict dxm = dx + m * d;
+        EACH(k, (size_t)d, float xh = (xm[k] - mf) * rs; dgamma[k] += dym[k] * xh;
+             dbeta[k] += dym[k]; dxm[k] = rs * (dym[k] * gamma[k] - a - xh * c));
+    }
+    return DQN_OK;
+}
+
+/* ---- IQN ---- */
+
+/* cos(k theta) by rotating (cos, sin) of theta = pi tau in double: exact to float rounding for
+ * the n_cos (tens) of terms used, one cos and one sin per row. */
+static dqn_status cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos) {
+    (void)be;
+    REQUIRE(R >= 0 && n_cos >= 0, "cos_embed: R=%d n_cos=%d", R, n_cos);
+    const double pi = 3.14159265358979323846;
+    for (size_t r = 0; r < (size_t)R; r++) {
+        double c1 = cos(pi * tau[r]), s1 = sin(pi * tau[r]), ck = c1, sk = s1;
+        float *Cr = C + r * n_cos;
+        for (int k = 0; k < n_cos; k++) {
+            Cr[k] = (float)ck;
+            double cn = ck * c1 - sk * s1;
+            sk = sk * c1 + ck * s1;
+            ck = cn;
+        }
+    }
+    return DQN_OK;
+}
+
+static dqn_status mul_bcast_fwd(dqn_backend *be, const float *h, const float *phi, float *z, int B,
+                                int T, int d) {
+    (void)be;
+    REQUIRE(B >= 0 && T >= 0 && d >= 0, "mul_bcast_fwd: B=%d T=%d d=%d", B, T, d);
+    for (size_t r = 0; r < (size_t)B * T; r++) {
+        const float *restrict hs = h + r / T * d, *restrict pr = phi + r * d;
+        float *restrict zr = z + r * d;
+        EACH(k, (size_t)d, zr[k] = hs[k] * pr[k]);
+    }
+    return DQN_OK;
+}
+
+static dqn_status mul_bcast_bwd(dqn_backend *be, const float *h, const float *phi, const float *dz,
+                                float *dh, float *dphi, int B, int T, int d) {
+    (void)be;
+    REQUIRE(B >= 0 && T >= 0 && d >= 0, "mul_bcast_bwd: B=%d T=%d d=%d", B, T, d);
+    for (size_t s = 0; s < (size_t)B; s++) {
+        const float *restrict hs = h + s * d;
+        float *restrict dhs = dh + s * d;
+        EACH(k, (size_t)d, dhs[k] = 0.0f);
+        for (size_t r = s * T; r < (s + 1) * T; r++) {
+            const float *restrict dzr = dz + r * d, *restrict pr = phi + r * d;
+            float *restrict dpr = dphi + r * d;
+            EACH(k, (size_t)d, dhs[k] += dzr[k] * pr[k]; dpr[k] = dzr[k] * hs[k]);
+        }
+    }
+    return DQN_OK;
+}
+
+static dqn_status concat_bcast_fwd(dqn_backend *be, const float *z, const float *h, float *out,
+                                   int B, int T, int d) {
+    (void)be;
+    REQUIRE(B >= 0 && T >= 0 && d >= 0, "concat_bcast_fwd: B=%d T=%d d=%d", B, T, d);
+    size_t row = (size_t)d * sizeof(float);
+    for (size_t r = 0; r < (size_t)B * T && d > 0; r++) {
+        memcpy(out + r * 2 * d, z + r * d, row);
+        memcpy(out + r * 2 * d + d, h + r / T * d, row);
+    }
+    return DQN_OK;
+}
+
+static dqn_status concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, float *dh, int B,
+                                   int T, int d) {
+    (void)be;
+    REQUIRE(B >= 0 && T >= 0 && d >= 0, "concat_bcast_bwd: B=%d T=%d d=%d", B, T, d);
+    for (size_t r = 0; r < (size_t)B * T && d > 0; r++) {
+        const float *restrict dr = dout + r * 2 * d;
+        float *restrict dhs = dh + r / T * d;
+        memcpy(dz + r * d, dr, (size_t)d * sizeof *dz);
+        EACH(k, (size_t)d, dhs[k] += dr[d + k]);
+    }
+    return DQN_OK;
+}
+
+/* ---- dueling combine ---- */
+
+static dqn_status dueling_fwd(dqn_backend *be, const float *V, const float *Adv, float *Z, int R,
+                              const dqn_branches *br) {
+    (void)be;
+    REQUIRE(R >= 0, "dueling_fwd: R=%d", R);
+    DQN_TRY(check_branches("dueling_fwd", br));
+    for (size_t r = 0; r < (size_t)R; r++)
+        for (int b = 0; b < br->D; b++) {
+            const float *a = Adv + r * br->A + br->off[b];
+            float *z = Z + r * br->A + br->off[b];
+            double sum = 0;
+            for (int k = 0; k < br->n[b]; k++) sum += a[k];
+            float mu = (float)(sum / br->n[b]);
+            for (int k = 0; k < br->n[b]; k++) z[k] = V[r] + a[k] - mu;
+        }
+    return DQN_OK;
+}
+
+static dqn_status dueling_bwd(dqn_backend *be, const float *dZ, float *dV, float *dAdv, int R,
+                              const dqn_branches *br) {
+    (void)be;
+    REQUIRE(R >= 0, "dueling_bwd: R=%d", R);
+    DQN_TRY(check_branches("dueling_bwd", br));
+    for (size_t r = 0; r < (size_t)R; r++) {
+        double total = 0;
+        for (int b = 0; b < br->D; b++) {
+            const float *g = dZ + r * br->A + br->off[b];
+            float *ga = dAdv + r * br->A + br->off[b];
+            double sum = 0;
+            for (int k = 0; k < br->n[b]; k++) sum += g[k];
+            float mu = (float)(sum / br->n[b]);
+            for (int k = 0; k < br->n[b]; k++) ga[k] = g[k] - mu;
+            total += sum;
+        }
+        dV[r] = (float)total;
+    }
+    return DQN_OK;
+}
+
+/* ---- action selection ---- */
+
+static dqn_status q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act, int B, int K,
+                           const dqn_branches *br) {
+    (void)be;
+    REQUIRE(B >= 0 && K > 0, "q_argmax: B=%d K=%d", B, K);
+    DQN_TRY(check_branches("q_argmax", br));
+    const int A = br->A;
+    for (size_t s = 0; s < (size_t)B; s++)
+        for (int b = 0; b < br->D; b++) {
+            int best = 0;
+            float qbest = 0.0f;
+            for (int a = 0; a < br->n[b]; a++) {
+                int c = br->off[b] + a;
+                double sum = 0;
+                for (size_t k = 0; k < (size_t)K; k++) sum += Z[(s * K + k) * A + c];
+                float q = (float)(sum / K);
+                if (Q) Q[s * A + c] = q;
+                if (a == 0 || q > qbest) { /* strict: the lowest index wins ties */
+                    best = a;
+                    qbest = q;
+                }
+            }
+            act[s * br->D + b] = best;
+        }
+    return DQN_OK;
+}
+
+/* ---- targets and loss ---- */
+
+static dqn_status iqn_targets(dqn_backend *be, const float *Zt, const int32_t *astar,
+                              const float *R, const float *discount, float *y, int B, int Nt,
+                              const dqn_branches *br, dqn_target_mode mode) {
+    (void)be;
+    REQUIRE(B >= 0 && Nt >= 0, "iqn_targets: B=%d Nt=%d", B, Nt);
+    REQUIRE(mode == DQN_TARGET_MEAN || mode == DQN_TARGET_INDEPENDENT,
+            "iqn_targets: target mode %d", (int)mode);
+    DQN_TRY(check_branches("iqn_targets", br));
+    DQN_TRY(check_actions("iqn_targets", astar, B, br));
+    const int A = br->A, D = br->D;
+    for (size_t s = 0; s < (size_t)B; s++)
+        for (size_t j = 0; j < (size_t)Nt; j++) {
+            const float *z = Zt + (s * Nt + j) * A;
+            if (mode == DQN_TARGET_MEAN) {
+                double sum = 0;
+                for (int b = 0; b < D; b++) sum += z[br->off[b] + astar[s * D + b]];
+                y[s * Nt + j] = R[s] + discount[s] * (float)(sum / D);
+            } else {
+                for (int b = 0; b < D; b++)
+                    y[(s * D + b) * Nt + j] = R[s] + discount[s] * z[br->off[b] + astar[s * D + b]];
+            }
+        }
+    return DQN_OK;
+}
+
+/* rho(u) = |tau - 1{u<0}| Huber_kappa(u) / kappa, u = y - z, summed as in SPEC section 3; dZ at
+ * each branch's taken column is -d/dz of the loss. */
+static dqn_status quantile_huber(dqn_backend *be, const float *Z, const float *tau,
+                                 const int32_t *act, const float *y, const float *w,
+                                 float *loss_out, float *dZ, float *per_sample, int B, int N,
+                                 int Nt, const dqn_branches *br, dqn_target_mode mode,
+                                 float kappa) {
+    (void)be;
+    REQUIRE(B > 0 && N > 0 && Nt > 0, "quantile_huber: B=%d N=%d Nt=%d must be positive", B, N, Nt);
+    REQUIRE(kappa > 0.0f, "quantile_huber: kappa = %g, must be > 0", (double)kappa);
+    REQUIRE(mode == DQN_TARGET_MEAN || mode == DQN_TARGET_INDEPENDENT,
+            "quantile_huber: target mode %d", (int)mode);
+    DQN_TRY(check_branches("quantile_huber", br));
+    DQN_TRY(check_actions("quantile_huber", act, B, br));
+    const int A = br->A, D = br->D;
+    const double k = kappa, norm = 1.0 / ((double)D * Nt);
+    memset(dZ, 0, (size_t)B * N * A * sizeof *dZ);
+    double loss = 0;
+    for (size_t s = 0; s < (size_t)B; s++) {
+        double ws = w ? w[s] : 1.0, rho_s = 0;
+        for (int b = 0; b < D; b++) {
+            const float *ys = y + (mode == DQN_TARGET_MEAN ? s : s * D + b) * Nt;
+            size_t col = (size_t)br->off[b] + act[s * D + b];
+            for (size_t i = s * N; i < (s + 1) * N; i++) {
+                double z = Z[i * A + col], t = tau[i], rho = 0, drho = 0;
+                for (int j = 0; j < Nt; j++) {
+                    /* branch-free: with q = min(|u|, k), Huber_k(u) = q (|u| - q/2) and its
+                     * derivative is copysign(q, u) */
+                    double u = ys[j] - z, au = fabs(u), q = au < k ? au : k;
+                    double wt = fabs(t - (u < 0.0));
+                    rho += wt * q * (au - 0.5 * q);
+                    drho += wt * copysign(q, u);
+                }
+                rho_s += rho / k;
+                dZ[i * A + col] = (float)(-drho / k * ws * norm / B);
+            }
+        }
+        rho_s *= norm;
+        if (per_sample) per_sample[s] = (float)rho_s;
+        loss += ws * rho_s;
+    }
+    loss_out[0] = (float)(loss / B);
+    return DQN_OK;
+}
+
+/* ---- optimizer ---- */
+
+static dqn_status l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
+    (void)be;
+    double lane[LANES] = {0}, sum = 0;
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int l = 0; l < LANES; l++) lane[l] += (double)x[i + l] * x[i + l];
+    for (; i < n; i++) sum += (double)x[i] * x[i];
+    for (int l = 0; l < LANES; l++) sum += lane[l];
+    out[0] = (float)sqrt(sum);
+    return DQN_OK;
+}
+
+/* min(1, max_norm / norm), 1 when clipping is off or the norm is not a positive finite value */
+static float clip_scale(float norm, float max_norm) {
+    return max_norm > 0.0f && isfinite(norm) && norm > max_norm ? max_norm / norm : 1.0f;
+}
+
+static dqn_status clip_by_norm(dqn_backend *be, float *x, size_t n, const float *norm,
+                               float max_norm) {
+    (void)be;
+    float s = clip_scale(norm[0], max_norm);
+    if (s < 1.0f) EACH(i, n, x[i] *= s);
+    return DQN_OK;
+}
+
+static dqn_status adam(dqn_backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float wd, const float *gnorm,
+                       float max_norm, const uint64_t *step, const int32_t *skip) {
+    (void)be;
+    REQUIRE(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f,
+            "adam: beta1 = %g, beta2 = %g, each must be in [0, 1)", (double)beta1, (double)beta2);
+    REQUIRE(max_norm <= 0.0f || gnorm, "adam: max_norm = %g needs gnorm", (double)max_norm);
+    if (skip && *skip) return DQN_OK;
+    double t = (double)(*step + 1);
+    const float gs = max_norm > 0.0f ? clip_scale(gnorm[0], max_norm) : 1.0f;
+    const float c1 = (float)(1.0 / (1.0 - pow(beta1, t))),
+                c2 = (float)(1.0 / (1.0 - pow(beta2, t)));
+    const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gs;
+        m[i] = beta1 * m[i] + a1 * gi;
+        v[i] = beta2 * v[i] + a2 * gi * gi;
+        p[i] -= lr * (m[i] * c1 / (sqrtf(v[i] * c2) + eps) + wd * p[i]);
+    }
+    return DQN_OK;
+}
+
+static dqn_status target_update(dqn_backend *be, float *dst, const float *src, size_t n, int period,
+                                float tau, const uint64_t *step) {
+    (void)be;
+    REQUIRE(period >= 0, "target_update: period = %d, must be >= 0", period);
+    if (period > 0) {
+        if ((*step + 1) % (uint64_t)period == 0 && n) memcpy(dst, src, n * sizeof *dst);
+        return DQN_OK;
+    }
+    REQUIRE(tau >= 0.0f && tau <= 1.0f, "target_update: tau = %g, must be in [0, 1]", (double)tau);
+    const float keep = 1.0f - tau;
+    EACH(i, n, dst[i] = tau * src[i] + keep * dst[i]);
+    return DQN_OK;
+}
+
+static dqn_status step_incr(dqn_backend *be, uint64_t *step) {
+    (void)be;
+    *step += 1;
+    return DQN_OK;
+}
+
+/* ---- random numbers: word i of a stream is lane i%4 of Philox block i/4, so each block is
+ * computed once for its (up to) four consecutive words. ---- */
+
+static dqn_status rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t seed,
+                               uint32_t stream, const uint64_t *step, uint64_t stride) {
+    (void)be;
+    const uint64_t base = *step * stride;
+    for (size_t j = 0; j < n;) {
+        uint64_t i = base + j;
+        dqn_philox_out o = dqn_philox4x32_10(seed, stream, i >> 2);
+        for (unsigned lane = i & 3; lane < 4 && j < n; lane++, j++)
+            out[j] = dqn_u32_to_unit(o.v[lane]);
+    }
+    return DQN_OK;
+}
+
+static dqn_status rand_index(dqn_backend *be, int32_t *idx, size_t n, uint64_t seed,
+                             uint32_t stream, const uint64_t *step, uint64_t stride,
+                             const uint32_t *size) {
+    (void)be;
+    const uint64_t base = *step * stride, range = *size;
+    REQUIRE(range >= 1 && range <= INT32_MAX, "rand_index: size = %llu, allowed 1..%d",
+            (unsigned long long)range, INT32_MAX);
+    for (size_t j = 0; j < n;) {
+        uint64_t i = base + j;
+        dqn_philox_out o = dqn_philox4x32_10(seed, stream, i >> 2);
+        for (unsigned lane = i & 3; lane < 4 && j < n; lane++, j++)
+            idx[j] = (int32_t)(((uint64_t)o.v[lane] * range) >> 32);
+    }
+    return DQN_OK;
+}
+
+/* ---- gathers ---- */
+
+static dqn_status gather_rows(const char *op, const void *src, const int32_t *idx, void *dst, int n,
+                              int row_len, size_t elem) {
+    REQUIRE(n >= 0 && row_len >= 0, "%s: n=%d row_len=%d", op, n, row_len);
+    size_t row = (size_t)row_len * elem;
+    for (int j = 0; j < n; j++) {
+        REQUIRE(idx[j] >= 0, "%s: idx[%d] = %d is negative", op, j, (int)idx[j]);
+        if (row)
+            memcpy((char *)dst + (size_t)j * row, (const char *)src + (size_t)idx[j] * row, row);
+    }
+    return DQN_OK;
+}
+
+static dqn_status gather_f32(dqn_backend *be, const float *src, const int32_t *idx, float *dst,
+                             int n, int row_len) {
+    (void)be;
+    return gather_rows("gather_f32", src, idx, dst, n, row_len, sizeof(float));
+}
+
+static dqn_status gather_i32(dqn_backend *be, const int32_t *src, const int32_t *idx, int32_t *dst,
+                             int n, int row_len) {
+    (void)be;
+    return gather_rows("gather_i32", src, idx, dst, n, row_len, sizeof(int32_t));
+}
+
+static const dqn_ops cpu_ops = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .h2d = cpu_copy,
+    .d2h = cpu_copy,
+    .d2d = cpu_copy,
+    .fill = cpu_fill,
+    .sync = cpu_sync,
+    .destroy = cpu_destroy,
+    .linear_fwd = linear_fwd,
+    .linear_bwd = linear_bwd,
+    .axpy = axpy,
+    .relu_fwd = relu_fwd,
+    .relu_bwd = relu_bwd,
+    .elu_fwd = elu_fwd,
+    .elu_bwd = elu_bwd,
+    .gate_fwd = gate_fwd,
+    .gate_bwd = gate_bwd,
+    .layernorm_fwd = layernorm_fwd,
+    .layernorm_bwd = layernorm_bwd,
+    .cos_embed = cos_embed,
+    .mul_bcast_fwd = mul_bcast_fwd,
+    .mul_bcast_bwd = mul_bcast_bwd,
+    .concat_bcast_fwd = concat_bcast_fwd,
+    .concat_bcast_bwd = concat_bcast_bwd,
+    .dueling_fwd = dueling_fwd,
+    .dueling_bwd = dueling_bwd,
+    .q_argmax = q_argmax,
+    .iqn_targets = iqn_targets,
+    .quantile_huber = quantile_huber,
+    .l2_norm = l2_norm,
+    .clip_by_norm = clip_by_norm,
+    .adam = adam,
+    .target_update = target_update,
+    .step_incr = step_incr,
+    .rand_uniform = rand_uniform,
+    .rand_index = rand_index,
+    .gather_f32 = gather_f32,
+    .gather_i32 = gather_i32,
+    /* graph capture stays NULL: ops run eagerly */
+};
+
+dqn_status dqn_backend_cpu_create(dqn_backend **out) {
+    dqn_backend *be = calloc(1, sizeof *be);
+    if (!be) return DQN_ERR(DQN_ERR_NOMEM, "cpu backend");
+    be->ops = &cpu_ops;
+    be->math = DQN_MATH_FP32;
+    *out = be;
+    return DQN_OK;
+}
