@@ -1,0 +1,219 @@
+/* The CUDA backend: construction (one non-blocking stream, a cuBLAS handle bound to it, a cublasLt
+ * handle, a workspace and a reduction scratch allocated once), the memory ops, and the op table.
+ * The ops themselves live in the files beside this one, one concern each. */
+#include <stdlib.h>
+
+#include "backends/cuda/cuda_common.cuh"
+
+const char *cuda_hint(cudaError_t e) {
+    switch (e) {
+    case cudaErrorMemoryAllocation:
+        return " (hint: the GPU is out of memory; lower batch_size or buffer_size)";
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorCallRequiresNewerDriver:
+        return " (hint: check the NVIDIA driver and CUDA_VISIBLE_DEVICES)";
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorInvalidDeviceFunction:
+        return " (hint: rebuild with CUDA_ARCH matching this GPU, e.g. sm_90 for H100/H200)";
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+        return " (hint: a kernel accessed memory out of bounds; the context is now unusable; "
+               "run compute-sanitizer)";
+    case cudaErrorInvalidConfiguration:
+        return " (hint: a launch with a bad grid or block size: check the op's sizes)";
+    case cudaErrorInvalidValue:
+        return " (hint: a bad pointer or size passed to the op)";
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureWrongThread:
+        return " (hint: a call that is not allowed during graph capture (a sync, an allocation, "
+               "a pageable copy) ran between capture_begin and capture_end)";
+    default: return "";
+    }
+}
+
+/* ---- memory ---- */
+
+static dqn_status cuda_alloc(dqn_backend *be, void **p, size_t bytes) {
+    CUDA_ARG(p, "alloc: p is NULL");
+    *p = NULL;
+    if (bytes == 0) return DQN_OK;
+    cudaError_t e = cudaMalloc(p, bytes);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        cudaGetLastError();
+        return DQN_ERR(DQN_ERR_NOMEM, "cudaMalloc(%zu bytes): %s%s", bytes, cudaGetErrorString(e),
+                       cuda_hint(e));
+    }
+    CUDA_CHECK(cudaMemsetAsync(*p, 0, bytes, cuda_of(be)->stream));
+    return DQN_OK;
+}
+
+static void cuda_free(dqn_backend *be, void *p) {
+    (void)be;
+    if (p) cudaFree(p);
+}
+
+/* Both host copies wait for the stream: the host buffer may be reused (or read) on return. */
+static dqn_status cuda_h2d(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return DQN_OK;
+    cudaStream_t s = cuda_of(be)->stream;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return DQN_OK;
+}
+
+static dqn_status cuda_d2h(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return DQN_OK;
+    cudaStream_t s = cuda_of(be)->stream;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return DQN_OK;
+}
+
+static dqn_status cuda_d2d(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return DQN_OK;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_of(be)->stream));
+    return DQN_OK;
+}
+
+static dqn_status cuda_sync(dqn_backend *be) {
+    CUDA_CHECK(cudaStreamSynchronize(cuda_of(be)->stream));
+    return DQN_OK;
+}
+
+static void cuda_destroy(dqn_backend *be) {
+    if (!be) return;
+    cuda_impl *c = cuda_of(be);
+    if (c) {
+        if (c->stream) cudaStreamSynchronize(c->stream);
+        cuda_gemm_release(c);
+        if (c->lt) cublasLtDestroy(c->lt);
+        if (c->blas) cublasDestroy(c->blas);
+        if (c->workspace) cudaFree(c->workspace);
+        if (c->scratch) cudaFree(c->scratch);
+        if (c->stream) cudaStreamDestroy(c->stream);
+        free(c);
+    }
+    free(be);
+}
+
+static const dqn_ops cuda_ops = {
+    "cuda",
+    cuda_alloc,
+    cuda_free,
+    cuda_h2d,
+    cuda_d2h,
+    cuda_d2d,
+    cuda_fill,
+    cuda_sync,
+    cuda_destroy,
+    cuda_linear_fwd,
+    cuda_linear_bwd,
+    cuda_axpy,
+    cuda_relu_fwd,
+    cuda_relu_bwd,
+    cuda_elu_fwd,
+    cuda_elu_bwd,
+    cuda_gate_fwd,
+    cuda_gate_bwd,
+    cuda_layernorm_fwd,
+    cuda_layernorm_bwd,
+    cuda_cos_embed,
+    cuda_mul_bcast_fwd,
+    cuda_mul_bcast_bwd,
+    cuda_concat_bcast_fwd,
+    cuda_concat_bcast_bwd,
+    cuda_dueling_fwd,
+    cuda_dueling_bwd,
+    cuda_q_argmax,
+    cuda_iqn_targets,
+    cuda_quantile_huber,
+    cuda_l2_norm,
+    cuda_clip_by_norm,
+    cuda_adam,
+    cuda_target_update,
+    cuda_step_incr,
+    cuda_rand_uniform,
+    cuda_rand_index,
+    cuda_gather_f32,
+    cuda_gather_i32,
+    cuda_capture_begin,
+    cuda_capture_end,
+    cuda_graph_compose,
+    cuda_graph_launch,
+    cuda_graph_destroy,
+};
+
+/* ---- construction ---- */
+
+static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
+    c->device = device;
+    CUDA_CHECK(cudaSetDevice(device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
+    CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
+    CUBLAS_CHECK(cublasCreate(&c->blas));
+    CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
+    CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, CUDA_WORKSPACE_BYTES));
+    /* fp32 means true fp32: default math with CUBLAS_COMPUTE_32F never takes the TF32 path */
+    CUBLAS_CHECK(cublasSetMathMode(c->blas, math == DQN_MATH_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                  : CUBLAS_DEFAULT_MATH));
+    c->compute = math == DQN_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(cublasLtCreate(&c->lt));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    return DQN_OK;
+}
+
+extern "C" int dqn_backend_cuda_available(void) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count > 0;
+}
+
+extern "C" dqn_status dqn_backend_cuda_create(dqn_backend **out, int device_index,
+                                              dqn_math_mode math) {
+    CUDA_ARG(out, "dqn_backend_cuda_create: out is NULL");
+    *out = NULL;
+    CUDA_ARG(math == DQN_MATH_FP32 || math == DQN_MATH_TF32,
+             "dqn_backend_cuda_create: math mode %d is neither fp32 (0) nor tf32 (1)", (int)math);
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return DQN_ERR(DQN_ERR_UNSUPPORTED, "no CUDA device (cudaGetDeviceCount: %s: %s)",
+                       cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    if (count == 0)
+        return DQN_ERR(DQN_ERR_UNSUPPORTED, "no CUDA device (cudaGetDeviceCount found none)");
+    CUDA_ARG(device_index >= 0 && device_index < count,
+             "dqn_backend_cuda_create: device_index %d out of range (%d device%s)", device_index,
+             count, count == 1 ? "" : "s");
+    dqn_backend *be = (dqn_backend *)calloc(1, sizeof *be);
+    cuda_impl *c = (cuda_impl *)calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return DQN_ERR(DQN_ERR_NOMEM, "dqn_backend_cuda_create: out of host memory");
+    }
+    be->ops = &cuda_ops;
+    be->math = math;
+    be->impl = c;
+    dqn_status s = cuda_init(c, device_index, math);
+    if (s != DQN_OK) {
+        cuda_destroy(be);
+        return s;
+    }
+    *out = be;
+    return DQN_OK;
+}

@@ -1,0 +1,183 @@
+/* Shared state and helpers of the CUDA backend: the per-backend handles, the error macros that turn
+ * a CUDA or cuBLAS failure into a dqn_status (file, line, the call, a hint), launch geometry. */
+#ifndef DQN_CUDA_COMMON_CUH
+#define DQN_CUDA_COMMON_CUH
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "backends/backend.h"
+#include "core/error.h"
+}
+
+/* cuBLAS and cublasLt share one workspace (both run on the one stream, so never at once); it is
+ * allocated at start-up so that a GEMM inside graph capture never allocates. */
+#define CUDA_WORKSPACE_BYTES ((size_t)32 << 20)
+/* Scratch for the partial sums of two-pass reductions, fixed at start-up for the same reason. */
+#define CUDA_SCRATCH_FLOATS ((size_t)4 << 20)
+#define CUDA_LT_CACHE 64
+
+/* One cublasLt plan of linear_fwd, keyed by shape and by the alignment of each pointer (the
+ * heuristic's choice depends on both). */
+typedef struct {
+    int M, K, N, has_bias;
+    uint32_t align[4];   /* X, W, Y, b */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+} cuda_lt_plan;
+
+typedef struct {
+    int device;
+    int sm_count;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    cublasLtHandle_t lt;
+    cublasComputeType_t compute;   /* 32F, or 32F_FAST_TF32 under DQN_MATH_TF32 */
+    void *workspace;
+    float *scratch;                /* CUDA_SCRATCH_FLOATS */
+    cuda_lt_plan plans[CUDA_LT_CACHE];
+    int n_plans;
+} cuda_impl;
+
+static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }
+
+const char *cuda_hint(cudaError_t e);
+
+#define CUDA_CHECK(call)                                                                        \
+    do {                                                                                        \
+        cudaError_t e_ = (call);                                                                \
+        if (e_ != cudaSuccess)                                                                  \
+            return DQN_ERR(DQN_ERR_BACKEND, "%s: %s (%s)%s", #call, cudaGetErrorName(e_),       \
+                           cudaGetErrorString(e_), cuda_hint(e_));                              \
+    } while (0)
+
+#define CUBLAS_CHECK(call)                                                                      \
+    do {                                                                                        \
+        cublasStatus_t s_ = (call);                                                             \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                        \
+            return DQN_ERR(DQN_ERR_BACKEND, "%s: %s%s", #call, cublasGetStatusName(s_),          \
+                           s_ == CUBLAS_STATUS_NOT_SUPPORTED                                    \
+                               ? " (hint: no cuBLAS kernel for this shape/alignment)"           \
+                               : "");                                                           \
+    } while (0)
+
+/* After a kernel launch: a bad configuration shows up here, not at the next sync. */
+#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+#define CUDA_ARG(cond, ...)                                                                     \
+    do {                                                                                        \
+        if (!(cond)) return DQN_ERR(DQN_ERR_ARG, __VA_ARGS__);                                  \
+    } while (0)
+
+#define CUDA_THREADS 256
+
+#define GRID_STRIDE(i, n)                                                                       \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)(n);              \
+         i += (size_t)gridDim.x * blockDim.x)
+
+/* Grid for a grid-stride loop over n items: enough blocks to fill the chip, no more. */
+static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
+    size_t want = (n + (size_t)threads - 1) / (size_t)threads;
+    size_t cap = (size_t)c->sm_count * 16;
+    if (want > cap) want = cap;
+    return want ? (unsigned)want : 1u;
+}
+
+/* The body of an op that is one grid-stride kernel over n items on the backend's stream (in an op
+ * function, where `be` is the backend). */
+#define LAUNCH_1D(kernel, n, ...)                                                                \
+    do {                                                                                         \
+        cuda_impl *c_ = cuda_of(be);                                                             \
+        if ((n) == 0) return DQN_OK;                                                             \
+        kernel<<<cuda_blocks(c_, (n), CUDA_THREADS), CUDA_THREADS, 0, c_->stream>>>(__VA_ARGS__); \
+        LAUNCH_CHECK();                                                                          \
+        return DQN_OK;                                                                           \
+    } while (0)
+
+/* Column sums of a row-major [M, N] matrix, two-pass and deterministic (cuda_reduce.cu):
+ * out1[j] = sum_m A[m,j]; with x, mean, rstd given (LayerNorm), also
+ * out0[j] = sum_m A[m,j] * (x[m,j] - mean[m]) * rstd[m]. */
+dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *x, const float *mean,
+                       const float *rstd, float *out0, float *out1);
+
+/* ops, one group per file */
+dqn_status cuda_linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b, float *Y,
+                           int M, int K, int N);
+dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
+                           float *dX, float *dW, float *db, int M, int K, int N);
+void cuda_gemm_release(cuda_impl *c);
+
+dqn_status cuda_fill(dqn_backend *be, float *x, float v, size_t n);
+dqn_status cuda_axpy(dqn_backend *be, float a, const float *x, float *y, size_t n);
+dqn_status cuda_relu_fwd(dqn_backend *be, const float *x, float *y, size_t n);
+dqn_status cuda_relu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n);
+dqn_status cuda_elu_fwd(dqn_backend *be, const float *x, float *y, size_t n);
+dqn_status cuda_elu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n);
+dqn_status cuda_gate_fwd(dqn_backend *be, const float *h, const float *g, float *r, int M, int d);
+dqn_status cuda_gate_bwd(dqn_backend *be, const float *g, const float *dr, float *dh, float *dg,
+                         int M, int d);
+
+dqn_status cuda_layernorm_fwd(dqn_backend *be, const float *x, const float *gamma,
+                              const float *beta, float *y, float *mean, float *rstd, int M, int d);
+dqn_status cuda_layernorm_bwd(dqn_backend *be, const float *x, const float *gamma,
+                              const float *mean, const float *rstd, const float *dy, float *dx,
+                              float *dgamma, float *dbeta, int M, int d);
+
+dqn_status cuda_cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos);
+dqn_status cuda_mul_bcast_fwd(dqn_backend *be, const float *h, const float *phi, float *z, int B,
+                              int T, int d);
+dqn_status cuda_mul_bcast_bwd(dqn_backend *be, const float *h, const float *phi, const float *dz,
+                              float *dh, float *dphi, int B, int T, int d);
+dqn_status cuda_concat_bcast_fwd(dqn_backend *be, const float *z, const float *h, float *out, int B,
+                                 int T, int d);
+dqn_status cuda_concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, float *dh, int B,
+                                 int T, int d);
+
+dqn_status cuda_dueling_fwd(dqn_backend *be, const float *V, const float *Adv, float *Z, int R,
+                            const dqn_branches *br);
+dqn_status cuda_dueling_bwd(dqn_backend *be, const float *dZ, float *dV, float *dAdv, int R,
+                            const dqn_branches *br);
+dqn_status cuda_q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act, int B, int K,
+                         const dqn_branches *br);
+dqn_status cuda_iqn_targets(dqn_backend *be, const float *Zt, const int32_t *astar, const float *R,
+                            const float *discount, float *y, int B, int Nt, const dqn_branches *br,
+                            dqn_target_mode mode);
+
+dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
+                               const int32_t *act, const float *y, const float *w, float *loss_out,
+                               float *dZ, float *per_sample, int B, int N, int Nt,
+                               const dqn_branches *br, dqn_target_mode mode, float kappa);
+
+dqn_status cuda_l2_norm(dqn_backend *be, const float *x, size_t n, float *out);
+dqn_status cuda_clip_by_norm(dqn_backend *be, float *x, size_t n, const float *norm,
+                             float max_norm);
+dqn_status cuda_adam(dqn_backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                     float lr, float beta1, float beta2, float eps, float wd, const float *gnorm,
+                     float max_norm, const uint64_t *step, const int32_t *skip);
+dqn_status cuda_target_update(dqn_backend *be, float *dst, const float *src, size_t n, int period,
+                              float tau, const uint64_t *step);
+dqn_status cuda_step_incr(dqn_backend *be, uint64_t *step);
+
+dqn_status cuda_rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t seed, uint32_t stream,
+                             const uint64_t *step, uint64_t stride);
+dqn_status cuda_rand_index(dqn_backend *be, int32_t *idx, size_t n, uint64_t seed, uint32_t stream,
+                           const uint64_t *step, uint64_t stride, const uint32_t *size);
+dqn_status cuda_gather_f32(dqn_backend *be, const float *src, const int32_t *idx, float *dst, int n,
+                           int row_len);
+dqn_status cuda_gather_i32(dqn_backend *be, const int32_t *src, const int32_t *idx, int32_t *dst,
+                           int n, int row_len);
+
+dqn_status cuda_capture_begin(dqn_backend *be);
+dqn_status cuda_capture_end(dqn_backend *be, void **graph);
+dqn_status cuda_graph_compose(dqn_backend *be, void *const *children, int n, void **exec);
+dqn_status cuda_graph_launch(dqn_backend *be, void *exec);
+void cuda_graph_destroy(dqn_backend *be, void *graph_or_exec, int is_exec);
+
+/* A branch layout is passed to kernels by value; this checks it first (cuda_heads.cu). */
+dqn_status cuda_check_branches(const dqn_branches *br);
+
+#endif

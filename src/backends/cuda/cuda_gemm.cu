@@ -1,0 +1,168 @@
+/* Dense layers through cuBLAS. Row-major Y[M,N] = X[M,K] W[N,K]^T is, read column-major,
+ * Y^T[N,M] = W^T^T X^T: op(A) = W (stored K x N, transposed), op(B) = X^T (stored K x M).
+ * linear_fwd runs on cublasLt with the bias fused in its epilogue; the plans (descriptors plus
+ * the heuristic's algorithm) are cached by shape and pointer alignment, since the heuristic is
+ * host work of tens of microseconds. */
+#include "backends/cuda/cuda_common.cuh"
+
+/* Largest power of two (4..256) that divides the address: the heuristic must not pick a kernel
+ * needing more alignment than the model's sub-tensor pointers have. */
+static uint32_t align_of(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 4 && (a % al) != 0) al >>= 1;
+    return al;
+}
+
+static void plan_release(cuda_lt_plan *p) {
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+    p->desc = NULL;
+    p->a = p->b = p->c = NULL;
+}
+
+void cuda_gemm_release(cuda_impl *c) {
+    for (int i = 0; i < c->n_plans && i < CUDA_LT_CACHE; i++) plan_release(&c->plans[i]);
+    c->n_plans = 0;
+}
+
+/* Builds a plan; *found = 0 when cublasLt has no algorithm for it (the caller falls back). */
+static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int *found) {
+    *found = 0;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = p->has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, c->compute, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (p->has_bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
+                                                    sizeof b));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->N, p->K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->M, p->K));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)p->N, (uint64_t)p->M, p->N));
+
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = CUDA_WORKSPACE_BYTES;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    const cublasLtMatmulPreferenceAttributes_t which[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t al[4] = {p->align[0], p->align[1], p->align[2], p->align[2]};  /* X, W, Y, Y */
+    for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res,
+                                            &n_res);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && n_res == 0))
+        return DQN_OK;
+    CUBLAS_CHECK(st);
+    p->algo = res.algo;
+    *found = 1;
+    return DQN_OK;
+}
+
+/* The cached plan for this call, or NULL when cublasLt has none. */
+static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, const float *b,
+                           const float *Y, int M, int K, int N, cuda_lt_plan **out) {
+    uint32_t al[4] = {align_of(X), align_of(W), align_of(Y), b ? align_of(b) : 0};
+    int has_bias = b != NULL;
+    int n = c->n_plans < CUDA_LT_CACHE ? c->n_plans : CUDA_LT_CACHE;
+    for (int i = 0; i < n; i++) {
+        cuda_lt_plan *p = &c->plans[i];
+        if (p->M == M && p->K == K && p->N == N && p->has_bias == has_bias &&
+            p->align[0] == al[0] && p->align[1] == al[1] && p->align[2] == al[2] &&
+            p->align[3] == al[3]) {
+            *out = p->desc ? p : NULL;
+            return DQN_OK;
+        }
+    }
+    /* round-robin eviction: a captured graph keeps its kernels, not these host descriptors */
+    cuda_lt_plan *p = &c->plans[c->n_plans % CUDA_LT_CACHE];
+    plan_release(p);
+    c->n_plans++;
+    p->M = M;
+    p->K = K;
+    p->N = N;
+    p->has_bias = has_bias;
+    for (int i = 0; i < 4; i++) p->align[i] = al[i];
+    int found = 0;
+    dqn_status s = plan_build(c, p, b, &found);
+    *out = NULL;
+    if (s != DQN_OK) {
+        plan_release(p);
+        p->M = -1;   /* matches nothing: the next call tries again */
+        return s;
+    }
+    if (!found) plan_release(p);   /* a released plan caches "no algorithm" */
+    else *out = p;
+    return DQN_OK;
+}
+
+__global__ void k_add_bias(float *Y, const float *b, size_t M, int N) {
+    size_t total = M * (size_t)N;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x)
+        Y[i] += b[i % (size_t)N];
+}
+
+dqn_status cuda_linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b, float *Y,
+                           int M, int K, int N) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(M >= 0 && K > 0 && N > 0, "linear_fwd: bad shape M=%d K=%d N=%d", M, K, N);
+    CUDA_ARG(X && W && Y, "linear_fwd: X, W and Y must be non-NULL");
+    if (M == 0) return DQN_OK;
+    const float one = 1.0f, zero = 0.0f;
+    cuda_lt_plan *p = NULL;
+    DQN_TRY(plan_get(c, X, W, b, Y, M, K, N, &p));
+    if (p) {
+        if (b)
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                        &b, sizeof b));
+        CUBLAS_CHECK(cublasLtMatmul(c->lt, p->desc, &one, W, p->a, X, p->b, &zero, Y, p->c, Y, p->c,
+                                    &p->algo, c->workspace, CUDA_WORKSPACE_BYTES, c->stream));
+        return DQN_OK;
+    }
+    CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, CUDA_R_32F, K, X,
+                              CUDA_R_32F, K, &zero, Y, CUDA_R_32F, N, c->compute,
+                              CUBLAS_GEMM_DEFAULT));
+    if (b) {
+        size_t total = (size_t)M * (size_t)N;
+        k_add_bias<<<cuda_blocks(c, total, CUDA_THREADS), CUDA_THREADS, 0, c->stream>>>(
+            Y, b, (size_t)M, N);
+        LAUNCH_CHECK();
+    }
+    return DQN_OK;
+}
+
+dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
+                           float *dX, float *dW, float *db, int M, int K, int N) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(M >= 0 && K > 0 && N > 0, "linear_bwd: bad shape M=%d K=%d N=%d", M, K, N);
+    CUDA_ARG(dY && (!dX || W) && (!dW || X), "linear_bwd: dY, and W for dX, X for dW, must be non-NULL");
+    const float one = 1.0f, zero = 0.0f;
+    if (M == 0) {   /* an empty batch contributes nothing, but dW and db are still overwritten */
+        if (dW) CUDA_CHECK(cudaMemsetAsync(dW, 0, (size_t)N * K * sizeof(float), c->stream));
+        if (db) CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)N * sizeof(float), c->stream));
+        return DQN_OK;
+    }
+    /* dX^T[K,M] = W^T[K,N] dY^T[N,M] */
+    if (dX)
+        CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, W, CUDA_R_32F,
+                                  K, dY, CUDA_R_32F, N, &zero, dX, CUDA_R_32F, K, c->compute,
+                                  CUBLAS_GEMM_DEFAULT));
+    /* dW^T[K,N] = X^T[K,M] (dY^T[N,M])^T */
+    if (dW)
+        CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, X, CUDA_R_32F,
+                                  K, dY, CUDA_R_32F, N, &zero, dW, CUDA_R_32F, K, c->compute,
+                                  CUBLAS_GEMM_DEFAULT));
+    if (db) DQN_TRY(cuda_colsum(c, dY, M, N, NULL, NULL, NULL, NULL, db));
+    return DQN_OK;
+}

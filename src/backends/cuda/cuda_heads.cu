@@ -1,0 +1,132 @@
+/* The branched dueling heads: the dueling combine and its backward, greedy action selection
+ * (Q = mean over taus, argmax per branch) and the IQN targets. The branch layout travels to the
+ * kernels by value. The means sum in double in the CPU backend's order, so that Q, and hence the
+ * argmax, agree with it exactly. */
+#include <math.h>
+
+#include "backends/cuda/cuda_common.cuh"
+
+dqn_status cuda_check_branches(const dqn_branches *br) {
+    CUDA_ARG(br, "branches: NULL");
+    CUDA_ARG(br->D >= 1 && br->D <= DQN_MAX_BRANCHES, "branches: D=%d not in 1..%d", br->D,
+             DQN_MAX_BRANCHES);
+    int off = 0;
+    for (int b = 0; b < br->D; b++) {
+        CUDA_ARG(br->n[b] >= 1, "branches: size n[%d]=%d < 1", b, br->n[b]);
+        CUDA_ARG(br->off[b] == off, "branches: off[%d]=%d, expected %d", b, br->off[b], off);
+        off += br->n[b];
+    }
+    CUDA_ARG(br->A == off, "branches: A=%d but the sizes sum to %d", br->A, off);
+    return DQN_OK;
+}
+
+/* one thread per (row, branch) */
+__global__ void k_dueling_fwd(const float *V, const float *Adv, float *Z, size_t R, dqn_branches br) {
+    GRID_STRIDE(e, R * (size_t)br.D) {
+        size_t r = e / (size_t)br.D;
+        int b = (int)(e % (size_t)br.D), n = br.n[b];
+        const float *a = Adv + r * (size_t)br.A + br.off[b];
+        float *z = Z + r * (size_t)br.A + br.off[b];
+        double s = 0.0;
+        for (int k = 0; k < n; k++) s += a[k];
+        float mean = (float)(s / n), v = V[r];
+        for (int k = 0; k < n; k++) z[k] = v + a[k] - mean;
+    }
+}
+
+/* one thread per row: dV sums every column, branch by branch */
+__global__ void k_dueling_bwd(const float *dZ, float *dV, float *dAdv, size_t R, dqn_branches br) {
+    GRID_STRIDE(r, R) {
+        const float *g = dZ + r * (size_t)br.A;
+        float *da = dAdv + r * (size_t)br.A;
+        double tot = 0.0;
+        for (int b = 0; b < br.D; b++) {
+            int o = br.off[b], n = br.n[b];
+            double s = 0.0;
+            for (int k = 0; k < n; k++) s += g[o + k];
+            float mean = (float)(s / n);
+            for (int k = 0; k < n; k++) da[o + k] = g[o + k] - mean;
+            tot += s;
+        }
+        dV[r] = (float)tot;
+    }
+}
+
+/* one thread per (state, branch); strict > keeps the lowest index on ties */
+__global__ void k_q_argmax(const float *Z, float *Q, int32_t *act, size_t B, int K, dqn_branches br) {
+    GRID_STRIDE(e, B * (size_t)br.D) {
+        size_t s = e / (size_t)br.D;
+        int b = (int)(e % (size_t)br.D);
+        float best = -INFINITY;
+        int arg = 0;
+        for (int a = 0; a < br.n[b]; a++) {
+            int col = br.off[b] + a;
+            double t = 0.0;
+            for (int k = 0; k < K; k++) t += Z[(s * (size_t)K + (size_t)k) * (size_t)br.A + col];
+            float q = (float)(t / K);
+            if (Q) Q[s * (size_t)br.A + col] = q;
+            if (q > best) {
+                best = q;
+                arg = a;
+            }
+        }
+        act[e] = arg;
+    }
+}
+
+/* __fmul_rn keeps R + disc * z from contracting into an FMA, as on the CPU */
+__global__ void k_targets_mean(const float *Zt, const int32_t *astar, const float *R,
+                               const float *disc, float *y, size_t B, int Nt, dqn_branches br) {
+    GRID_STRIDE(e, B * (size_t)Nt) {
+        size_t s = e / (size_t)Nt;
+        const float *row = Zt + e * (size_t)br.A;
+        double t = 0.0;
+        for (int b = 0; b < br.D; b++) t += row[br.off[b] + astar[s * (size_t)br.D + b]];
+        y[e] = R[s] + __fmul_rn(disc[s], (float)(t / br.D));
+    }
+}
+
+__global__ void k_targets_indep(const float *Zt, const int32_t *astar, const float *R,
+                                const float *disc, float *y, size_t B, int Nt, dqn_branches br) {
+    GRID_STRIDE(e, B * (size_t)br.D * (size_t)Nt) {
+        size_t sb = e / (size_t)Nt, j = e % (size_t)Nt;
+        size_t s = sb / (size_t)br.D;
+        int b = (int)(sb % (size_t)br.D);
+        float z = Zt[(s * (size_t)Nt + j) * (size_t)br.A + br.off[b] + astar[sb]];
+        y[e] = R[s] + __fmul_rn(disc[s], z);
+    }
+}
+
+dqn_status cuda_dueling_fwd(dqn_backend *be, const float *V, const float *Adv, float *Z, int R,
+                            const dqn_branches *br) {
+    DQN_TRY(cuda_check_branches(br));
+    CUDA_ARG(R >= 0, "dueling_fwd: R=%d < 0", R);
+    LAUNCH_1D(k_dueling_fwd, (size_t)R * (size_t)br->D, V, Adv, Z, (size_t)R, *br);
+}
+
+dqn_status cuda_dueling_bwd(dqn_backend *be, const float *dZ, float *dV, float *dAdv, int R,
+                            const dqn_branches *br) {
+    DQN_TRY(cuda_check_branches(br));
+    CUDA_ARG(R >= 0, "dueling_bwd: R=%d < 0", R);
+    LAUNCH_1D(k_dueling_bwd, (size_t)R, dZ, dV, dAdv, (size_t)R, *br);
+}
+
+dqn_status cuda_q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act, int B, int K,
+                         const dqn_branches *br) {
+    DQN_TRY(cuda_check_branches(br));
+    CUDA_ARG(B >= 0 && K >= 1, "q_argmax: bad shape B=%d K=%d", B, K);
+    LAUNCH_1D(k_q_argmax, (size_t)B * (size_t)br->D, Z, Q, act, (size_t)B, K, *br);
+}
+
+dqn_status cuda_iqn_targets(dqn_backend *be, const float *Zt, const int32_t *astar, const float *R,
+                            const float *discount, float *y, int B, int Nt, const dqn_branches *br,
+                            dqn_target_mode mode) {
+    DQN_TRY(cuda_check_branches(br));
+    CUDA_ARG(B >= 0 && Nt >= 1, "iqn_targets: bad shape B=%d Nt=%d", B, Nt);
+    if (mode == DQN_TARGET_MEAN)
+        LAUNCH_1D(k_targets_mean, (size_t)B * (size_t)Nt, Zt, astar, R, discount, y, (size_t)B, Nt,
+                  *br);
+    CUDA_ARG(mode == DQN_TARGET_INDEPENDENT, "iqn_targets: unknown target mode %d", (int)mode);
+    LAUNCH_1D(k_targets_indep, (size_t)B * (size_t)br->D * (size_t)Nt, Zt, astar, R, discount, y,
+              (size_t)B, Nt, *br);
+}

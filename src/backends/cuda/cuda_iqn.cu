@@ -1,0 +1,88 @@
+/* The IQN embedding and the ops that broadcast the per-state trunk output h [B, d] over the T
+ * per-tau rows r = s*T + i. The backward sums over taus run in tau order inside one thread per
+ * (state, column): no atomics, a fixed order. */
+#include "backends/cuda/cuda_common.cuh"
+
+/* cos(pi k tau) in double: the float product pi*k*tau alone would be off by k ulps */
+__global__ void k_cos_embed(const float *tau, float *C, size_t R, int n_cos) {
+    GRID_STRIDE(e, R * (size_t)n_cos) {
+        size_t r = e / (size_t)n_cos;
+        int k = (int)(e % (size_t)n_cos) + 1;
+        C[e] = (float)cospi((double)k * (double)tau[r]);
+    }
+}
+
+__global__ void k_mul_bcast_fwd(const float *h, const float *phi, float *z, size_t B, int T, int d) {
+    GRID_STRIDE(e, B * (size_t)T * (size_t)d) {
+        size_t r = e / (size_t)d, j = e % (size_t)d;
+        z[e] = h[(r / (size_t)T) * (size_t)d + j] * phi[e];
+    }
+}
+
+__global__ void k_mul_bcast_bwd(const float *h, const float *phi, const float *dz, float *dh,
+                                float *dphi, size_t B, int T, int d) {
+    GRID_STRIDE(e, B * (size_t)d) {
+        size_t s = e / (size_t)d, j = e % (size_t)d;
+        float hv = h[e], acc = 0.0f;
+        for (int i = 0; i < T; i++) {
+            size_t q = (s * (size_t)T + (size_t)i) * (size_t)d + j;
+            float g = dz[q];
+            acc += g * phi[q];
+            dphi[q] = g * hv;
+        }
+        dh[e] = acc;
+    }
+}
+
+__global__ void k_concat_bcast_fwd(const float *z, const float *h, float *out, size_t B, int T,
+                                   int d) {
+    size_t w = 2 * (size_t)d;
+    GRID_STRIDE(e, B * (size_t)T * w) {
+        size_t r = e / w, c = e % w;
+        out[e] = c < (size_t)d ? z[r * (size_t)d + c] : h[(r / (size_t)T) * (size_t)d + (c - d)];
+    }
+}
+
+__global__ void k_concat_bcast_bwd(const float *dout, float *dz, float *dh, size_t B, int T, int d) {
+    GRID_STRIDE(e, B * (size_t)d) {
+        size_t s = e / (size_t)d, j = e % (size_t)d;
+        float acc = dh[e];
+        for (int i = 0; i < T; i++) {
+            size_t r = s * (size_t)T + (size_t)i;
+            const float *row = dout + r * 2 * (size_t)d;
+            dz[r * (size_t)d + j] = row[j];
+            acc += row[d + j];
+        }
+        dh[e] = acc;
+    }
+}
+
+dqn_status cuda_cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos) {
+    CUDA_ARG(R >= 0 && n_cos >= 0, "cos_embed: bad shape R=%d n_cos=%d", R, n_cos);
+    LAUNCH_1D(k_cos_embed, (size_t)R * (size_t)n_cos, tau, C, (size_t)R, n_cos);
+}
+
+dqn_status cuda_mul_bcast_fwd(dqn_backend *be, const float *h, const float *phi, float *z, int B,
+                              int T, int d) {
+    CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "mul_bcast_fwd: bad shape B=%d T=%d d=%d", B, T, d);
+    LAUNCH_1D(k_mul_bcast_fwd, (size_t)B * (size_t)T * (size_t)d, h, phi, z, (size_t)B, T, d);
+}
+
+dqn_status cuda_mul_bcast_bwd(dqn_backend *be, const float *h, const float *phi, const float *dz,
+                              float *dh, float *dphi, int B, int T, int d) {
+    CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "mul_bcast_bwd: bad shape B=%d T=%d d=%d", B, T, d);
+    LAUNCH_1D(k_mul_bcast_bwd, (size_t)B * (size_t)d, h, phi, dz, dh, dphi, (size_t)B, T, d);
+}
+
+dqn_status cuda_concat_bcast_fwd(dqn_backend *be, const float *z, const float *h, float *out, int B,
+                                 int T, int d) {
+    CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "concat_bcast_fwd: bad shape B=%d T=%d d=%d", B, T, d);
+    LAUNCH_1D(k_concat_bcast_fwd, (size_t)B * (size_t)T * 2 * (size_t)d, z, h, out, (size_t)B, T,
+              d);
+}
+
+dqn_status cuda_concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, float *dh, int B,
+                                 int T, int d) {
+    CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "concat_bcast_bwd: bad shape B=%d T=%d d=%d", B, T, d);
+    LAUNCH_1D(k_concat_bcast_bwd, (size_t)B * (size_t)d, dout, dz, dh, (size_t)B, T, d);
+}

@@ -1,0 +1,96 @@
+/* The quantile Huber loss and its gradient. One block per sample: each thread takes (branch, tau)
+ * pairs and sums over the Nt targets; the sample's gradient goes to shared memory and the block
+ * then writes the sample's whole dZ rows (zero off the taken actions), so every element is written
+ * once. The batch loss is a second, single-block pass over the per-sample sums: a fixed tree, no
+ * atomics. The arithmetic is double, as in the CPU reference (it is a small part of the step). */
+#include "backends/cuda/cuda_common.cuh"
+
+#define QH_THREADS 128
+#define QH_FINAL_THREADS 1024
+
+__global__ void k_quantile_huber(const float *Z, const float *tau, const int32_t *act,
+                                 const float *y, const float *w, float *dZ, float *per_sample,
+                                 double *weighted, int B, int N, int Nt, dqn_branches br, int mode,
+                                 float kappa) {
+    extern __shared__ double shd[];
+    double *red = shd;                                  /* [QH_THREADS] */
+    float *grad = (float *)(red + QH_THREADS);          /* [D*N] */
+    int *colsel = (int *)(grad + br.D * N);             /* [A]: branch whose taken column, or -1 */
+    int s = blockIdx.x, tid = threadIdx.x;
+    const int32_t *as = act + (size_t)s * br.D;
+    const double k = kappa, norm = 1.0 / ((double)br.D * Nt), ws = w ? w[s] : 1.0;
+    double acc = 0.0;
+    for (int t = tid; t < br.D * N; t += QH_THREADS) {
+        int b = t / N, i = t % N;
+        size_t row = (size_t)s * N + i;
+        double z = Z[row * br.A + br.off[b] + as[b]], ti = tau[row];
+        const float *yr = y + (mode == DQN_TARGET_MEAN ? (size_t)s : (size_t)s * br.D + b) * Nt;
+        double rho = 0.0, drho = 0.0;
+        for (int j = 0; j < Nt; j++) {
+            double u = yr[j] - z, au = fabs(u), wt = fabs(ti - (u < 0.0 ? 1.0 : 0.0));
+            rho += wt * (au <= k ? 0.5 * u * u : k * (au - 0.5 * k)) / k;
+            drho += wt * (au <= k ? u : copysign(k, u)) / k;
+        }
+        acc += rho;
+        grad[t] = (float)(-drho * ws * norm / B);   /* du/dz = -1: the target is a constant */
+    }
+    red[tid] = acc;
+    for (int c = tid; c < br.A; c += QH_THREADS) colsel[c] = -1;
+    __syncthreads();
+    if (tid < br.D) colsel[br.off[tid] + as[tid]] = tid;
+    for (int o = QH_THREADS / 2; o > 0; o >>= 1) {
+        if (tid < o) red[tid] += red[tid + o];
+        __syncthreads();
+    }
+    if (tid == 0) {
+        double ps = red[0] * norm;
+        if (per_sample) per_sample[s] = (float)ps;
+        weighted[s] = ws * ps;
+    }
+    float *dz = dZ + (size_t)s * N * br.A;
+    for (int e = tid; e < N * br.A; e += QH_THREADS) {
+        int i = e / br.A, c = e % br.A, b = colsel[c];
+        dz[e] = b >= 0 ? grad[b * N + i] : 0.0f;
+    }
+}
+
+__global__ void k_loss_final(const double *weighted, int B, float *loss_out) {
+    __shared__ double red[QH_FINAL_THREADS];
+    int tid = threadIdx.x;
+    double acc = 0.0;
+    for (int s = tid; s < B; s += QH_FINAL_THREADS) acc += weighted[s];
+    red[tid] = acc;
+    __syncthreads();
+    for (int o = QH_FINAL_THREADS / 2; o > 0; o >>= 1) {
+        if (tid < o) red[tid] += red[tid + o];
+        __syncthreads();
+    }
+    if (tid == 0) loss_out[0] = (float)(red[0] / B);
+}
+
+dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
+                               const int32_t *act, const float *y, const float *w, float *loss_out,
+                               float *dZ, float *per_sample, int B, int N, int Nt,
+                               const dqn_branches *br, dqn_target_mode mode, float kappa) {
+    cuda_impl *c = cuda_of(be);
+    DQN_TRY(cuda_check_branches(br));
+    CUDA_ARG(B >= 1 && N >= 1 && Nt >= 1, "quantile_huber: bad shape B=%d N=%d Nt=%d", B, N, Nt);
+    CUDA_ARG(mode == DQN_TARGET_MEAN || mode == DQN_TARGET_INDEPENDENT,
+             "quantile_huber: unknown target mode %d", (int)mode);
+    CUDA_ARG(kappa > 0.0f, "quantile_huber: kappa=%g must be > 0", (double)kappa);
+    CUDA_ARG(Z && tau && act && y && loss_out && dZ, "quantile_huber: a required pointer is NULL");
+    CUDA_ARG((size_t)B <= CUDA_SCRATCH_FLOATS / 2, "quantile_huber: B=%d exceeds the scratch", B);
+    size_t smem = QH_THREADS * sizeof(double) + (size_t)br->D * N * sizeof(float) +
+                  (size_t)br->A * sizeof(int);
+    if (smem > 48 * 1024)
+        return DQN_ERR(DQN_ERR_UNSUPPORTED,
+                       "quantile_huber: D*N=%d and A=%d need %zu bytes of shared memory (max 48 KiB)",
+                       br->D * N, br->A, smem);
+    double *weighted = (double *)c->scratch;
+    k_quantile_huber<<<(unsigned)B, QH_THREADS, smem, c->stream>>>(
+        Z, tau, act, y, w, dZ, per_sample, weighted, B, N, Nt, *br, (int)mode, kappa);
+    LAUNCH_CHECK();
+    k_loss_final<<<1, QH_FINAL_THREADS, 0, c->stream>>>(weighted, B, loss_out);
+    LAUNCH_CHECK();
+    return DQN_OK;
+}

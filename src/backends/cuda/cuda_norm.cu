@@ -1,0 +1,82 @@
+/* LayerNorm over the last dim (eps 1e-5), one warp per row, two passes for the variance. The
+ * backward's dgamma and dbeta are column sums over rows, done by cuda_colsum (deterministic). */
+#include "backends/cuda/cuda_common.cuh"
+
+#define LN_EPS 1e-5f
+#define LN_WARPS 8
+
+/* butterfly sum: every lane ends with the same total, in a fixed order */
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__global__ void k_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
+                                float *mean, float *rstd, int M, int d) {
+    int lane = threadIdx.x & 31;
+    int m = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
+    if (m >= M) return;
+    const float *xr = x + (size_t)m * d;
+    float s = 0.0f;
+    for (int j = lane; j < d; j += 32) s += xr[j];
+    float mu = warp_sum(s) / (float)d;
+    float q = 0.0f;
+    for (int j = lane; j < d; j += 32) {
+        float t = xr[j] - mu;
+        q += t * t;
+    }
+    float rs = 1.0f / sqrtf(warp_sum(q) / (float)d + LN_EPS);
+    float *yr = y + (size_t)m * d;
+    for (int j = lane; j < d; j += 32) yr[j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
+    if (lane == 0) {
+        mean[m] = mu;
+        rstd[m] = rs;
+    }
+}
+
+__global__ void k_layernorm_bwd_dx(const float *x, const float *gamma, const float *mean,
+                                   const float *rstd, const float *dy, float *dx, int M, int d) {
+    int lane = threadIdx.x & 31;
+    int m = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
+    if (m >= M) return;
+    size_t r = (size_t)m * d;
+    float mu = mean[m], rs = rstd[m];
+    float s1 = 0.0f, s2 = 0.0f;
+    for (int j = lane; j < d; j += 32) {
+        float g = dy[r + j] * gamma[j];
+        s1 += g;
+        s2 += g * ((x[r + j] - mu) * rs);
+    }
+    s1 = warp_sum(s1) / (float)d;
+    s2 = warp_sum(s2) / (float)d;
+    for (int j = lane; j < d; j += 32) {
+        float g = dy[r + j] * gamma[j];
+        float xh = (x[r + j] - mu) * rs;
+        dx[r + j] = rs * (g - s1 - xh * s2);
+    }
+}
+
+dqn_status cuda_layernorm_fwd(dqn_backend *be, const float *x, const float *gamma,
+                              const float *beta, float *y, float *mean, float *rstd, int M, int d) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(M >= 0 && d > 0, "layernorm_fwd: bad shape M=%d d=%d", M, d);
+    if (M == 0) return DQN_OK;
+    k_layernorm_fwd<<<(unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0, c->stream>>>(
+        x, gamma, beta, y, mean, rstd, M, d);
+    LAUNCH_CHECK();
+    return DQN_OK;
+}
+
+dqn_status cuda_layernorm_bwd(dqn_backend *be, const float *x, const float *gamma,
+                              const float *mean, const float *rstd, const float *dy, float *dx,
+                              float *dgamma, float *dbeta, int M, int d) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(M >= 0 && d > 0, "layernorm_bwd: bad shape M=%d d=%d", M, d);
+    CUDA_ARG(dgamma && dbeta, "layernorm_bwd: dgamma and dbeta must be non-NULL");
+    if (M > 0 && dx) {
+        k_layernorm_bwd_dx<<<(unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0,
+                             c->stream>>>(x, gamma, mean, rstd, dy, dx, M, d);
+        LAUNCH_CHECK();
+    }
+    return cuda_colsum(c, dy, M, d, x, mean, rstd, dgamma, dbeta);
+}

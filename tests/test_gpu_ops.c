@@ -1,0 +1,741 @@
+/* The CUDA backend against the CPU backend, op by op: the same fresh random inputs on both, every
+ * CUDA output poisoned with NaN (0xFF bytes) before the run so that an unwritten element fails,
+ * error = max |cuda - cpu| / max |cpu|. Odd and realistic shapes, branches [2] and [3,5,5], both
+ * target modes; bit-identical reruns of the reductions; graph capture and replay. Exits 77 when
+ * there is no CUDA device. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/backend.h"
+#include "check.h"
+#include "dqn_philox.h"
+
+#define TOL_EW 1e-5    /* elementwise */
+#define TOL_RED 1e-4   /* GEMM-based and reductions */
+
+static dqn_backend *gpu, *gpu_tf32, *cpu;
+static uint64_t draw;   /* input draws never repeat within the run */
+
+/* ---- buffers: every test value exists on the CPU backend and as a device copy ---- */
+
+typedef struct { float *c, *g; size_t n; } vf;
+typedef struct { int32_t *c, *g; size_t n; } vi;
+
+#define MAX_LIVE 512
+static struct { dqn_backend *be; void *p; } live[MAX_LIVE];
+static int n_live;
+
+static void *take(dqn_backend *be, size_t bytes) {
+    void *p = NULL;
+    CHECK_OK(be->ops->alloc(be, &p, bytes ? bytes : 4));
+    if (!p) {
+        fprintf(stderr, "allocation of %zu bytes failed\n", bytes);
+        exit(1);
+    }
+    if (n_live == MAX_LIVE) {
+        fprintf(stderr, "test: raise MAX_LIVE\n");
+        exit(1);
+    }
+    live[n_live].be = be;
+    live[n_live++].p = p;
+    return p;
+}
+
+static void release_all(void) {
+    while (n_live > 0) {
+        n_live--;
+        live[n_live].be->ops->free(live[n_live].be, live[n_live].p);
+    }
+}
+
+static void poison(void *g, size_t bytes) {
+    unsigned char *h = malloc(bytes ? bytes : 1);
+    memset(h, 0xFF, bytes);
+    CHECK_OK(gpu->ops->h2d(gpu, g, h, bytes));
+    free(h);
+}
+
+static float urand(float lo, float hi) {
+    return lo + (hi - lo) * dqn_philox_uniform(0x5eedULL, 77, draw++);
+}
+
+static void upload(vf v) { CHECK_OK(gpu->ops->h2d(gpu, v.g, v.c, v.n * sizeof(float))); }
+
+static vf in_f(size_t n, float lo, float hi) {
+    vf v = {take(cpu, n * sizeof(float)), take(gpu, n * sizeof(float)), n};
+    for (size_t i = 0; i < n; i++) v.c[i] = urand(lo, hi);
+    upload(v);
+    return v;
+}
+
+static vi in_i(size_t n, uint32_t below) {
+    vi v = {take(cpu, n * sizeof(int32_t)), take(gpu, n * sizeof(int32_t)), n};
+    for (size_t i = 0; i < n; i++) v.c[i] = (int32_t)dqn_philox_below(0x5eedULL, 78, draw++, below);
+    CHECK_OK(gpu->ops->h2d(gpu, v.g, v.c, n * sizeof(int32_t)));
+    return v;
+}
+
+static vf out_f(size_t n) {
+    vf v = {take(cpu, n * sizeof(float)), take(gpu, n * sizeof(float)), n};
+    poison(v.g, n * sizeof(float));
+    return v;
+}
+
+static vi out_i(size_t n) {
+    vi v = {take(cpu, n * sizeof(int32_t)), take(gpu, n * sizeof(int32_t)), n};
+    poison(v.g, n * sizeof(int32_t));
+    return v;
+}
+
+static float *fetch(const void *g, size_t bytes) {
+    float *h = malloc(bytes ? bytes : 4);
+    CHECK_OK(gpu->ops->d2h(gpu, h, g, bytes));
+    return h;
+}
+
+/* max |got - ref| / max |ref|; a NaN or Inf anywhere counts as infinite error */
+static double err_of(const float *got, const float *ref, size_t n) {
+    double maxref = 0.0, maxdiff = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) || !isfinite(ref[i])) return INFINITY;
+        double d = fabs((double)got[i] - (double)ref[i]);
+        if (d > maxdiff) maxdiff = d;
+        if (fabs((double)ref[i]) > maxref) maxref = fabs((double)ref[i]);
+    }
+    return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
+}
+
+static double expect_f(const char *what, vf v, double tol) {
+    float *h = fetch(v.g, v.n * sizeof(float));
+    double e = err_of(h, v.c, v.n);
+    printf("  %-44s n=%-9zu err %.2e (tol %.0e)\n", what, v.n, e, tol);
+    CHECK(e <= tol, "%s: error %.3e > %.0e", what, e, tol);
+    free(h);
+    return e;
+}
+
+static void expect_i(const char *what, vi v) {
+    int32_t *h = (int32_t *)fetch(v.g, v.n * sizeof(int32_t));
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < v.n; i++)
+        if (h[i] != v.c[i] && bad++ == 0) first = i;
+    printf("  %-44s n=%-9zu %zu mismatches\n", what, v.n, bad);
+    CHECK(bad == 0, "%s: %zu of %zu differ, first at %zu: %d vs %d", what, bad, v.n, first,
+          h[first], v.c[first]);
+    free(h);
+}
+
+/* the device copy equals a host snapshot bit for bit (reruns and replays) */
+static void expect_same_bits(const char *what, const void *g, const void *snap, size_t bytes) {
+    void *h = fetch(g, bytes);
+    CHECK(memcmp(h, snap, bytes) == 0, "%s: a rerun differs in its bits", what);
+    free(h);
+}
+
+/* ---- timing (realistic shapes only): mean wall time of 20 back-to-back calls ---- */
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+#define TIME_ON(be, label, call)                                               \
+    do {                                                                       \
+        CHECK_OK(call);                                                        \
+        CHECK_OK((be)->ops->sync(be));                                         \
+        double t0_ = now_us();                                                 \
+        for (int r_ = 0; r_ < 20; r_++) (void)(call);                          \
+        CHECK_OK((be)->ops->sync(be));                                         \
+        printf("  time %-39s %9.1f us\n", label, (now_us() - t0_) / 20.0);     \
+    } while (0)
+#define TIME_GPU(label, call) TIME_ON(gpu, label, call)
+
+/* the reference run of an op on the CPU backend */
+#define CPU(op, ...) CHECK_OK(cpu->ops->op(cpu, __VA_ARGS__))
+
+/* ---- dense layers ---- */
+
+/* the same values seen off floats further on: sub-tensor pointers of unaligned offsets */
+static vf shift(vf v, int off) {
+    vf r = {v.c + off, v.g + off, v.n - (size_t)off};
+    return r;
+}
+
+static void test_linear(int M, int K, int N, int off, int timed) {
+    char w[96];
+    printf("linear M=%d K=%d N=%d pointer offset %d floats\n", M, K, N, off);
+    vf X = shift(in_f((size_t)M * K + off, -1, 1), off), W = shift(in_f((size_t)N * K + off, -1, 1), off);
+    vf b = shift(in_f((size_t)N + off, -1, 1), off), Y = shift(out_f((size_t)M * N + off), off);
+    CPU(linear_fwd, X.c, W.c, b.c, Y.c, M, K, N);
+    CHECK_OK(gpu->ops->linear_fwd(gpu, X.g, W.g, b.g, Y.g, M, K, N));
+    snprintf(w, sizeof w, "linear_fwd %dx%dx%d", M, K, N);
+    double e32 = expect_f(w, Y, TOL_RED);
+    if (M * (double)K * N >= 1e8) {
+        /* true fp32: TF32 rounds inputs to 10 bits, about 1e-4..1e-3 off at this K */
+        CHECK(e32 < 1e-5, "fp32 linear_fwd error %.2e looks like TF32", e32);
+        poison(Y.g, Y.n * sizeof(float));
+        CHECK_OK(gpu_tf32->ops->linear_fwd(gpu_tf32, X.g, W.g, b.g, Y.g, M, K, N));
+        CHECK_OK(gpu_tf32->ops->sync(gpu_tf32));
+        double e = expect_f("linear_fwd (tf32 backend)", Y, 5e-3);
+        CHECK(e > e32, "tf32 error %.2e not above fp32's %.2e: TF32 not in use?", e, e32);
+    }
+    vf Ynb = out_f((size_t)M * N);
+    CPU(linear_fwd, X.c, W.c, NULL, Ynb.c, M, K, N);
+    CHECK_OK(gpu->ops->linear_fwd(gpu, X.g, W.g, NULL, Ynb.g, M, K, N));
+    expect_f("linear_fwd without bias", Ynb, TOL_RED);
+
+    vf dY = in_f((size_t)M * N, -1, 1), dX = out_f((size_t)M * K), dW = out_f((size_t)N * K),
+       db = out_f((size_t)N);
+    CPU(linear_bwd, X.c, W.c, dY.c, dX.c, dW.c, db.c, M, K, N);
+    CHECK_OK(gpu->ops->linear_bwd(gpu, X.g, W.g, dY.g, dX.g, dW.g, db.g, M, K, N));
+    expect_f("linear_bwd dX", dX, TOL_RED);
+    expect_f("linear_bwd dW", dW, TOL_RED);
+    expect_f("linear_bwd db", db, TOL_RED);
+    /* dX NULL skips dX only; db must come out bit-identical on a rerun */
+    float *db_snap = fetch(db.g, db.n * sizeof(float));
+    poison(dW.g, dW.n * sizeof(float));
+    poison(db.g, db.n * sizeof(float));
+    CHECK_OK(gpu->ops->linear_bwd(gpu, X.g, W.g, dY.g, NULL, dW.g, db.g, M, K, N));
+    expect_f("linear_bwd dW (dX NULL)", dW, TOL_RED);
+    expect_same_bits("linear_bwd db", db.g, db_snap, db.n * sizeof(float));
+    free(db_snap);
+    if (timed) {
+        TIME_GPU("linear_fwd (bias epilogue)", gpu->ops->linear_fwd(gpu, X.g, W.g, b.g, Y.g, M, K, N));
+        TIME_ON(gpu_tf32, "linear_fwd tf32",
+                gpu_tf32->ops->linear_fwd(gpu_tf32, X.g, W.g, b.g, Y.g, M, K, N));
+        TIME_GPU("linear_bwd (dX, dW, db)",
+                 gpu->ops->linear_bwd(gpu, X.g, W.g, dY.g, dX.g, dW.g, db.g, M, K, N));
+    }
+    release_all();
+}
+
+/* ---- elementwise ---- */
+
+static void test_elementwise(size_t n, int timed) {
+    printf("elementwise n=%zu\n", n);
+    vf x = in_f(n, -2, 2), y = out_f(n), dy = in_f(n, -1, 1), dx = out_f(n);
+    CPU(relu_fwd, x.c, y.c, n);
+    CHECK_OK(gpu->ops->relu_fwd(gpu, x.g, y.g, n));
+    expect_f("relu_fwd", y, TOL_EW);
+    CPU(relu_bwd, y.c, dy.c, dx.c, n);
+    CHECK_OK(gpu->ops->relu_bwd(gpu, y.g, dy.g, dx.g, n));
+    expect_f("relu_bwd", dx, TOL_EW);
+
+    CPU(elu_fwd, x.c, y.c, n);
+    poison(y.g, n * sizeof(float));
+    CHECK_OK(gpu->ops->elu_fwd(gpu, x.g, y.g, n));
+    expect_f("elu_fwd", y, TOL_EW);
+    upload(y);   /* the backward reads the same forward output on both */
+    CPU(elu_bwd, y.c, dy.c, dx.c, n);
+    poison(dx.g, n * sizeof(float));
+    CHECK_OK(gpu->ops->elu_bwd(gpu, y.g, dy.g, dx.g, n));
+    expect_f("elu_bwd", dx, TOL_EW);
+
+    /* in place: y == x and dx == dy */
+    CPU(elu_fwd, x.c, x.c, n);
+    CHECK_OK(gpu->ops->elu_fwd(gpu, x.g, x.g, n));
+    expect_f("elu_fwd in place", x, TOL_EW);
+    CPU(relu_bwd, x.c, dy.c, dy.c, n);
+    CHECK_OK(gpu->ops->relu_bwd(gpu, x.g, dy.g, dy.g, n));
+    expect_f("relu_bwd in place", dy, TOL_EW);
+    CPU(relu_fwd, x.c, x.c, n);
+    CHECK_OK(gpu->ops->relu_fwd(gpu, x.g, x.g, n));
+    expect_f("relu_fwd in place", x, TOL_EW);
+
+    float a = urand(-2, 2);
+    CPU(axpy, a, dx.c, dy.c, n);
+    CHECK_OK(gpu->ops->axpy(gpu, a, dx.g, dy.g, n));
+    expect_f("axpy (accumulated)", dy, TOL_EW);
+
+    float v = urand(-3, 3);
+    CPU(fill, y.c, v, n);
+    poison(y.g, n * sizeof(float));
+    CHECK_OK(gpu->ops->fill(gpu, y.g, v, n));
+    expect_f("fill", y, 0.0);
+    if (timed) {
+        TIME_GPU("relu_fwd", gpu->ops->relu_fwd(gpu, x.g, y.g, n));
+        TIME_GPU("elu_bwd", gpu->ops->elu_bwd(gpu, y.g, dy.g, dx.g, n));
+        TIME_GPU("axpy", gpu->ops->axpy(gpu, 1.0f, dx.g, dy.g, n));
+    }
+    release_all();
+}
+
+static void test_gate(int M, int d, int timed) {
+    printf("gate M=%d d=%d\n", M, d);
+    size_t n = (size_t)M * d;
+    vf h = in_f(n, -1, 1), g = in_f(2 * n, -3, 3), r = out_f(n);
+    CPU(gate_fwd, h.c, g.c, r.c, M, d);
+    CHECK_OK(gpu->ops->gate_fwd(gpu, h.g, g.g, r.g, M, d));
+    expect_f("gate_fwd", r, TOL_EW);
+    vf dr = in_f(n, -1, 1), dh = out_f(n), dg = out_f(2 * n);
+    CPU(gate_bwd, g.c, dr.c, dh.c, dg.c, M, d);
+    CHECK_OK(gpu->ops->gate_bwd(gpu, g.g, dr.g, dh.g, dg.g, M, d));
+    expect_f("gate_bwd dh", dh, TOL_EW);
+    expect_f("gate_bwd dg", dg, TOL_EW);
+    if (timed) TIME_GPU("gate_bwd", gpu->ops->gate_bwd(gpu, g.g, dr.g, dh.g, dg.g, M, d));
+    release_all();
+}
+
+static void test_layernorm(int M, int d, int timed) {
+    printf("layernorm M=%d d=%d\n", M, d);
+    size_t n = (size_t)M * d;
+    vf x = in_f(n, -2, 3), gamma = in_f((size_t)d, 0.5f, 1.5f), beta = in_f((size_t)d, -0.5f, 0.5f);
+    vf y = out_f(n), mean = out_f((size_t)M), rstd = out_f((size_t)M);
+    CPU(layernorm_fwd, x.c, gamma.c, beta.c, y.c, mean.c, rstd.c, M, d);
+    CHECK_OK(gpu->ops->layernorm_fwd(gpu, x.g, gamma.g, beta.g, y.g, mean.g, rstd.g, M, d));
+    expect_f("layernorm_fwd y", y, TOL_RED);
+    expect_f("layernorm_fwd mean", mean, TOL_RED);
+    expect_f("layernorm_fwd rstd", rstd, TOL_RED);
+    upload(mean);
+    upload(rstd);
+    vf dy = in_f(n, -1, 1), dx = out_f(n), dgamma = out_f((size_t)d), dbeta = out_f((size_t)d);
+    CPU(layernorm_bwd, x.c, gamma.c, mean.c, rstd.c, dy.c, dx.c, dgamma.c, dbeta.c, M, d);
+    CHECK_OK(gpu->ops->layernorm_bwd(gpu, x.g, gamma.g, mean.g, rstd.g, dy.g, dx.g, dgamma.g,
+                                     dbeta.g, M, d));
+    expect_f("layernorm_bwd dx", dx, TOL_RED);
+    expect_f("layernorm_bwd dgamma", dgamma, TOL_RED);
+    expect_f("layernorm_bwd dbeta", dbeta, TOL_RED);
+    float *snap = fetch(dgamma.g, (size_t)d * sizeof(float));
+    poison(dgamma.g, (size_t)d * sizeof(float));
+    CHECK_OK(gpu->ops->layernorm_bwd(gpu, x.g, gamma.g, mean.g, rstd.g, dy.g, dx.g, dgamma.g,
+                                     dbeta.g, M, d));
+    expect_same_bits("layernorm_bwd dgamma", dgamma.g, snap, (size_t)d * sizeof(float));
+    free(snap);
+    if (timed) {
+        TIME_GPU("layernorm_fwd", gpu->ops->layernorm_fwd(gpu, x.g, gamma.g, beta.g, y.g, mean.g,
+                                                          rstd.g, M, d));
+        TIME_GPU("layernorm_bwd", gpu->ops->layernorm_bwd(gpu, x.g, gamma.g, mean.g, rstd.g, dy.g,
+                                                          dx.g, dgamma.g, dbeta.g, M, d));
+    }
+    release_all();
+}
+
+/* ---- IQN ---- */
+
+static void test_iqn(int B, int T, int d, int n_cos, int timed) {
+    printf("iqn B=%d T=%d d=%d n_cos=%d\n", B, T, d, n_cos);
+    int R = B * T;
+    size_t nz = (size_t)R * d;
+    vf tau = in_f((size_t)R, 0, 1), C = out_f((size_t)R * n_cos);
+    CPU(cos_embed, tau.c, C.c, R, n_cos);
+    CHECK_OK(gpu->ops->cos_embed(gpu, tau.g, C.g, R, n_cos));
+    expect_f("cos_embed", C, TOL_EW);
+
+    vf h = in_f((size_t)B * d, -1, 1), phi = in_f(nz, 0, 1), z = out_f(nz);
+    CPU(mul_bcast_fwd, h.c, phi.c, z.c, B, T, d);
+    CHECK_OK(gpu->ops->mul_bcast_fwd(gpu, h.g, phi.g, z.g, B, T, d));
+    expect_f("mul_bcast_fwd", z, TOL_EW);
+    vf dz = in_f(nz, -1, 1), dh = out_f((size_t)B * d), dphi = out_f(nz);
+    CPU(mul_bcast_bwd, h.c, phi.c, dz.c, dh.c, dphi.c, B, T, d);
+    CHECK_OK(gpu->ops->mul_bcast_bwd(gpu, h.g, phi.g, dz.g, dh.g, dphi.g, B, T, d));
+    expect_f("mul_bcast_bwd dh", dh, TOL_RED);
+    expect_f("mul_bcast_bwd dphi", dphi, TOL_EW);
+
+    vf cat = out_f(2 * nz);
+    CPU(concat_bcast_fwd, z.c, h.c, cat.c, B, T, d);
+    upload(z);
+    CHECK_OK(gpu->ops->concat_bcast_fwd(gpu, z.g, h.g, cat.g, B, T, d));
+    expect_f("concat_bcast_fwd", cat, 0.0);
+    /* dh is accumulated: both start from the same nonzero values */
+    vf dcat = in_f(2 * nz, -1, 1), dz2 = out_f(nz), dh2 = in_f((size_t)B * d, -1, 1);
+    CPU(concat_bcast_bwd, dcat.c, dz2.c, dh2.c, B, T, d);
+    CHECK_OK(gpu->ops->concat_bcast_bwd(gpu, dcat.g, dz2.g, dh2.g, B, T, d));
+    expect_f("concat_bcast_bwd dz", dz2, 0.0);
+    expect_f("concat_bcast_bwd dh (accumulated)", dh2, TOL_RED);
+    if (timed) {
+        TIME_GPU("cos_embed", gpu->ops->cos_embed(gpu, tau.g, C.g, R, n_cos));
+        TIME_GPU("mul_bcast_bwd", gpu->ops->mul_bcast_bwd(gpu, h.g, phi.g, dz.g, dh.g, dphi.g, B, T, d));
+        TIME_GPU("concat_bcast_fwd", gpu->ops->concat_bcast_fwd(gpu, z.g, h.g, cat.g, B, T, d));
+        TIME_GPU("concat_bcast_bwd", gpu->ops->concat_bcast_bwd(gpu, dcat.g, dz2.g, dh2.g, B, T, d));
+    }
+    release_all();
+}
+
+/* ---- heads: dueling, action selection, targets ---- */
+
+static void test_heads(int B, int K, int Nt, int D, const int *sizes, int timed) {
+    dqn_branches br;
+    dqn_branches_init(&br, D, sizes);
+    printf("heads B=%d K=%d Nt=%d D=%d A=%d\n", B, K, Nt, D, br.A);
+    int R = B * K, A = br.A;
+    vf V = in_f((size_t)R, -1, 1), Adv = in_f((size_t)R * A, -1, 1), Z = out_f((size_t)R * A);
+    CPU(dueling_fwd, V.c, Adv.c, Z.c, R, &br);
+    CHECK_OK(gpu->ops->dueling_fwd(gpu, V.g, Adv.g, Z.g, R, &br));
+    expect_f("dueling_fwd", Z, TOL_EW);
+    vf dZ = in_f((size_t)R * A, -1, 1), dV = out_f((size_t)R), dAdv = out_f((size_t)R * A);
+    CPU(dueling_bwd, dZ.c, dV.c, dAdv.c, R, &br);
+    CHECK_OK(gpu->ops->dueling_bwd(gpu, dZ.g, dV.g, dAdv.g, R, &br));
+    expect_f("dueling_bwd dV", dV, TOL_RED);
+    expect_f("dueling_bwd dAdv", dAdv, TOL_EW);
+
+    upload(Z);
+    vf Q = out_f((size_t)B * A);
+    vi act = out_i((size_t)B * D), act2 = out_i((size_t)B * D);
+    CPU(q_argmax, Z.c, Q.c, act.c, B, K, &br);
+    CHECK_OK(gpu->ops->q_argmax(gpu, Z.g, Q.g, act.g, B, K, &br));
+    expect_f("q_argmax Q", Q, TOL_EW);
+    expect_i("q_argmax act", act);
+    CPU(q_argmax, Z.c, NULL, act2.c, B, K, &br);
+    CHECK_OK(gpu->ops->q_argmax(gpu, Z.g, NULL, act2.g, B, K, &br));
+    expect_i("q_argmax act (Q NULL)", act2);
+
+    /* targets on a target-net Zt of Nt rows per state */
+    vf Zt = in_f((size_t)B * Nt * A, -2, 2), Rw = in_f((size_t)B, -1, 1), disc = in_f((size_t)B, 0, 1);
+    vi astar = {take(cpu, (size_t)B * D * 4), take(gpu, (size_t)B * D * 4), (size_t)B * D};
+    for (int s = 0; s < B; s++)
+        for (int b = 0; b < D; b++)
+            astar.c[s * D + b] = (int32_t)dqn_philox_below(9, 9, draw++, (uint32_t)sizes[b]);
+    CHECK_OK(gpu->ops->h2d(gpu, astar.g, astar.c, (size_t)B * D * 4));
+    vf ym = out_f((size_t)B * Nt), yi = out_f((size_t)B * D * Nt);
+    CPU(iqn_targets, Zt.c, astar.c, Rw.c, disc.c, ym.c, B, Nt, &br, DQN_TARGET_MEAN);
+    CHECK_OK(gpu->ops->iqn_targets(gpu, Zt.g, astar.g, Rw.g, disc.g, ym.g, B, Nt, &br, DQN_TARGET_MEAN));
+    expect_f("iqn_targets mean", ym, TOL_EW);
+    CPU(iqn_targets, Zt.c, astar.c, Rw.c, disc.c, yi.c, B, Nt, &br, DQN_TARGET_INDEPENDENT);
+    CHECK_OK(gpu->ops->iqn_targets(gpu, Zt.g, astar.g, Rw.g, disc.g, yi.g, B, Nt, &br,
+                                   DQN_TARGET_INDEPENDENT));
+    expect_f("iqn_targets independent", yi, TOL_EW);
+    if (timed) {
+        TIME_GPU("dueling_fwd", gpu->ops->dueling_fwd(gpu, V.g, Adv.g, Z.g, R, &br));
+        TIME_GPU("dueling_bwd", gpu->ops->dueling_bwd(gpu, dZ.g, dV.g, dAdv.g, R, &br));
+        TIME_GPU("q_argmax", gpu->ops->q_argmax(gpu, Z.g, Q.g, act.g, B, K, &br));
+        TIME_GPU("iqn_targets mean", gpu->ops->iqn_targets(gpu, Zt.g, astar.g, Rw.g, disc.g, ym.g,
+                                                           B, Nt, &br, DQN_TARGET_MEAN));
+    }
+    release_all();
+}
+
+/* ---- the loss ---- */
+
+static void test_loss(int B, int N, int Nt, int D, const int *sizes, dqn_target_mode mode,
+                      float kappa, int weighted, int timed) {
+    dqn_branches br;
+    dqn_branches_init(&br, D, sizes);
+    int A = br.A, Dy = mode == DQN_TARGET_MEAN ? 1 : D;
+    printf("quantile_huber B=%d N=%d Nt=%d D=%d %s kappa=%g %s\n", B, N, Nt, D,
+           mode == DQN_TARGET_MEAN ? "mean" : "independent", (double)kappa,
+           weighted ? "weighted" : "w NULL, per_sample NULL");
+    vf Z = in_f((size_t)B * N * A, -2, 2), tau = in_f((size_t)B * N, 0, 1);
+    vf y = in_f((size_t)B * Dy * Nt, -2, 2), w = in_f((size_t)B, 0.2f, 2.0f);
+    vi act = {take(cpu, (size_t)B * D * 4), take(gpu, (size_t)B * D * 4), (size_t)B * D};
+    for (int s = 0; s < B; s++)
+        for (int b = 0; b < D; b++)
+            act.c[s * D + b] = (int32_t)dqn_philox_below(10, 10, draw++, (uint32_t)sizes[b]);
+    CHECK_OK(gpu->ops->h2d(gpu, act.g, act.c, (size_t)B * D * 4));
+    vf loss = out_f(1), dZ = out_f((size_t)B * N * A), per = out_f((size_t)B);
+    const float *wc = weighted ? w.c : NULL, *wg = weighted ? w.g : NULL;
+    float *pc = weighted ? per.c : NULL, *pg = weighted ? per.g : NULL;
+    CPU(quantile_huber, Z.c, tau.c, act.c, y.c, wc, loss.c, dZ.c, pc, B, N, Nt, &br, mode, kappa);
+    CHECK_OK(gpu->ops->quantile_huber(gpu, Z.g, tau.g, act.g, y.g, wg, loss.g, dZ.g, pg, B, N, Nt,
+                                      &br, mode, kappa));
+    expect_f("quantile_huber loss", loss, TOL_RED);
+    expect_f("quantile_huber dZ", dZ, TOL_RED);
+    if (weighted) expect_f("quantile_huber per_sample", per, TOL_RED);
+    float *l_snap = fetch(loss.g, sizeof(float)), *dz_snap = fetch(dZ.g, dZ.n * sizeof(float));
+    poison(loss.g, sizeof(float));
+    poison(dZ.g, dZ.n * sizeof(float));
+    CHECK_OK(gpu->ops->quantile_huber(gpu, Z.g, tau.g, act.g, y.g, wg, loss.g, dZ.g, pg, B, N, Nt,
+                                      &br, mode, kappa));
+    expect_same_bits("quantile_huber loss", loss.g, l_snap, sizeof(float));
+    expect_same_bits("quantile_huber dZ", dZ.g, dz_snap, dZ.n * sizeof(float));
+    free(l_snap);
+    free(dz_snap);
+    if (timed)
+        TIME_GPU("quantile_huber", gpu->ops->quantile_huber(gpu, Z.g, tau.g, act.g, y.g, wg, loss.g,
+                                                            dZ.g, pg, B, N, Nt, &br, mode, kappa));
+    release_all();
+}
+
+/* ---- optimizer ---- */
+
+static void set_scalar_f(vf v, float x) {
+    v.c[0] = x;
+    upload(v);
+}
+
+static void test_optim(size_t n, int timed) {
+    printf("optimizer n=%zu\n", n);
+    vf x = in_f(n, -1, 1), norm = out_f(1);
+    CPU(l2_norm, x.c, n, norm.c);
+    CHECK_OK(gpu->ops->l2_norm(gpu, x.g, n, norm.g));
+    expect_f("l2_norm", norm, TOL_RED);
+    float *snap = fetch(norm.g, sizeof(float));
+    poison(norm.g, sizeof(float));
+    CHECK_OK(gpu->ops->l2_norm(gpu, x.g, n, norm.g));
+    expect_same_bits("l2_norm", norm.g, snap, sizeof(float));
+    free(snap);
+
+    /* clip: scaling, no-op below the bound, disabled, non-finite norm */
+    const float maxn = 3.0f, norms[4] = {7.5f, 1.5f, 7.5f, NAN}, maxes[4] = {maxn, maxn, 0.0f, maxn};
+    const char *names[4] = {"clip_by_norm (scales)", "clip_by_norm (below the bound)",
+                            "clip_by_norm (max_norm 0)", "clip_by_norm (NaN norm)"};
+    vf nv = out_f(1);
+    for (int k = 0; k < 4; k++) {
+        set_scalar_f(nv, norms[k]);
+        CPU(clip_by_norm, x.c, n, nv.c, maxes[k]);
+        CHECK_OK(gpu->ops->clip_by_norm(gpu, x.g, n, nv.g, maxes[k]));
+        expect_f(names[k], x, TOL_EW);
+    }
+
+    /* Adam: clip on and off, weight decay, steps 0 and 41, skip NULL / 0 / 1 */
+    vf p = in_f(n, -1, 1), g = in_f(n, -1, 1), m = in_f(n, -0.1f, 0.1f), v = in_f(n, 0, 0.01f);
+    vf gn = out_f(1);
+    uint64_t *step_c = take(cpu, 8), *step_g = take(gpu, 8);
+    int32_t *skip_c = take(cpu, 4), *skip_g = take(gpu, 4);
+    struct { uint64_t step; float gnorm, max_norm, wd; int skip; const char *what; } cases[] = {
+        {0, 25.0f, 10.0f, 0.0f, -1, "adam step 0 clipped, skip NULL"},
+        {41, 4.0f, 10.0f, 0.01f, 0, "adam step 41 unclipped, wd, skip 0"},
+        {41, 25.0f, 0.0f, 0.01f, 0, "adam clip disabled"},
+        {7, 25.0f, 10.0f, 0.0f, 1, "adam skip 1 (nothing changes)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        *step_c = cases[k].step;
+        *skip_c = cases[k].skip;
+        CHECK_OK(gpu->ops->h2d(gpu, step_g, step_c, 8));
+        CHECK_OK(gpu->ops->h2d(gpu, skip_g, skip_c, 4));
+        set_scalar_f(gn, cases[k].gnorm);
+        const int32_t *sc = cases[k].skip < 0 ? NULL : skip_c, *sg = cases[k].skip < 0 ? NULL : skip_g;
+        CPU(adam, p.c, g.c, m.c, v.c, n, 1e-3f, 0.9f, 0.999f, 1e-8f, cases[k].wd, gn.c,
+             cases[k].max_norm, step_c, sc);
+        CHECK_OK(gpu->ops->adam(gpu, p.g, g.g, m.g, v.g, n, 1e-3f, 0.9f, 0.999f, 1e-8f, cases[k].wd,
+                                gn.g, cases[k].max_norm, step_g, sg));
+        char w[96];
+        snprintf(w, sizeof w, "%s: p", cases[k].what);
+        expect_f(w, p, TOL_EW);
+        snprintf(w, sizeof w, "%s: m", cases[k].what);
+        expect_f(w, m, TOL_EW);
+        snprintf(w, sizeof w, "%s: v", cases[k].what);
+        expect_f(w, v, TOL_EW);
+    }
+
+    /* target update: Polyak; hard copy due at step 3 (period 4), not due at step 4 */
+    vf dst = in_f(n, -1, 1), src = in_f(n, -1, 1);
+    *step_c = 4;
+    CHECK_OK(gpu->ops->h2d(gpu, step_g, step_c, 8));
+    CPU(target_update, dst.c, src.c, n, 0, 0.005f, step_c);
+    CHECK_OK(gpu->ops->target_update(gpu, dst.g, src.g, n, 0, 0.005f, step_g));
+    expect_f("target_update polyak", dst, TOL_EW);
+    CPU(target_update, dst.c, src.c, n, 4, 0.0f, step_c);
+    CHECK_OK(gpu->ops->target_update(gpu, dst.g, src.g, n, 4, 0.0f, step_g));
+    expect_f("target_update hard, not due (step 4)", dst, TOL_EW);
+    *step_c = 3;
+    CHECK_OK(gpu->ops->h2d(gpu, step_g, step_c, 8));
+    CPU(target_update, dst.c, src.c, n, 4, 0.0f, step_c);
+    CHECK_OK(gpu->ops->target_update(gpu, dst.g, src.g, n, 4, 0.0f, step_g));
+    expect_f("target_update hard, due (step 3)", dst, 0.0);
+
+    CHECK_OK(gpu->ops->step_incr(gpu, step_g));
+    CHECK_OK(cpu->ops->step_incr(cpu, step_c));
+    uint64_t got = 0;
+    CHECK_OK(gpu->ops->d2h(gpu, &got, step_g, 8));
+    CHECK(got == 4 && *step_c == 4, "step_incr: cuda %llu, cpu %llu, want 4",
+          (unsigned long long)got, (unsigned long long)*step_c);
+    if (timed) {
+        TIME_GPU("l2_norm", gpu->ops->l2_norm(gpu, x.g, n, norm.g));
+        TIME_GPU("adam", gpu->ops->adam(gpu, p.g, g.g, m.g, v.g, n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                                        0.01f, gn.g, 10.0f, step_g, NULL));
+        TIME_GPU("target_update polyak", gpu->ops->target_update(gpu, dst.g, src.g, n, 0, 0.005f, step_g));
+    }
+    release_all();
+}
+
+/* ---- random numbers and gathers ---- */
+
+static void test_rand(size_t n, int timed) {
+    printf("rand n=%zu\n", n);
+    uint64_t *step_c = take(cpu, 8), *step_g = take(gpu, 8);
+    uint32_t *size_c = take(cpu, 4), *size_g = take(gpu, 4);
+    *step_c = 7;
+    *size_c = 1000003;
+    CHECK_OK(gpu->ops->h2d(gpu, step_g, step_c, 8));
+    CHECK_OK(gpu->ops->h2d(gpu, size_g, size_c, 4));
+    uint64_t seed = 0x123456789abcULL;
+    vf u = out_f(n);
+    vi idx = out_i(n);
+    CPU(rand_uniform, u.c, n, seed, DQN_STREAM_TAU_ONLINE, step_c, (uint64_t)n);
+    CHECK_OK(gpu->ops->rand_uniform(gpu, u.g, n, seed, DQN_STREAM_TAU_ONLINE, step_g, (uint64_t)n));
+    expect_f("rand_uniform", u, 0.0);
+    CPU(rand_index, idx.c, n, seed, DQN_STREAM_REPLAY, step_c, 3 * (uint64_t)n, size_c);
+    CHECK_OK(gpu->ops->rand_index(gpu, idx.g, n, seed, DQN_STREAM_REPLAY, step_g, 3 * (uint64_t)n, size_g));
+    expect_i("rand_index", idx);
+
+    int rows = 1000, row_len = 17, k = 513;
+    vf srcf = in_f((size_t)rows * row_len, -5, 5), dstf = out_f((size_t)k * row_len);
+    vi srci = in_i((size_t)rows * row_len, 1u << 30), dsti = out_i((size_t)k * row_len);
+    vi gi = in_i((size_t)k, (uint32_t)rows);
+    CPU(gather_f32, srcf.c, gi.c, dstf.c, k, row_len);
+    CHECK_OK(gpu->ops->gather_f32(gpu, srcf.g, gi.g, dstf.g, k, row_len));
+    expect_f("gather_f32", dstf, 0.0);
+    CPU(gather_i32, srci.c, gi.c, dsti.c, k, row_len);
+    CHECK_OK(gpu->ops->gather_i32(gpu, srci.g, gi.g, dsti.g, k, row_len));
+    expect_i("gather_i32", dsti);
+    if (timed) {
+        TIME_GPU("rand_uniform", gpu->ops->rand_uniform(gpu, u.g, n, seed, 2, step_g, (uint64_t)n));
+        TIME_GPU("rand_index", gpu->ops->rand_index(gpu, idx.g, n, seed, 5, step_g, (uint64_t)n, size_g));
+    }
+    release_all();
+}
+
+/* ---- graphs: two captured stages, composed, replayed three times ---- */
+
+static void test_graph(void) {
+    const int M = 301, K = 64, N = 33;
+    const uint64_t seed = 42;
+    printf("graph: [rand_uniform(step) + linear_fwd] then [step_incr], replayed 3 times\n");
+    uint64_t *step_g = take(gpu, 8), *step_c = take(cpu, 8);
+    vf W = in_f((size_t)N * K, -1, 1), b = in_f((size_t)N, -1, 1);
+    vf U = out_f((size_t)M * K), Y = out_f((size_t)M * N);
+    *step_c = 0;
+    CHECK_OK(gpu->ops->h2d(gpu, step_g, step_c, 8));
+    void *stage[2] = {NULL, NULL}, *exec = NULL;
+    CHECK_OK(gpu->ops->capture_begin(gpu));
+    CHECK_OK(gpu->ops->rand_uniform(gpu, U.g, U.n, seed, DQN_STREAM_TAU_ONLINE, step_g, U.n));
+    CHECK_OK(gpu->ops->linear_fwd(gpu, U.g, W.g, b.g, Y.g, M, K, N));
+    CHECK_OK(gpu->ops->capture_end(gpu, &stage[0]));
+    CHECK_OK(gpu->ops->capture_begin(gpu));
+    CHECK_OK(gpu->ops->step_incr(gpu, step_g));
+    CHECK_OK(gpu->ops->capture_end(gpu, &stage[1]));
+    CHECK_OK(gpu->ops->graph_compose(gpu, stage, 2, &exec));
+    /* capture only records: nothing ran, the outputs are still poisoned */
+    float *h = fetch(U.g, sizeof(float));
+    CHECK(isnan(h[0]), "capture executed the ops");
+    free(h);
+    float *prev = NULL;
+    for (uint64_t s = 0; s < 3; s++) {
+        poison(U.g, U.n * sizeof(float));
+        poison(Y.g, Y.n * sizeof(float));
+        CHECK_OK(gpu->ops->graph_launch(gpu, exec));
+        CHECK_OK(gpu->ops->sync(gpu));
+        *step_c = s;
+        CPU(rand_uniform, U.c, U.n, seed, DQN_STREAM_TAU_ONLINE, step_c, U.n);
+        CPU(linear_fwd, U.c, W.c, b.c, Y.c, M, K, N);
+        char w[64];
+        snprintf(w, sizeof w, "replay %llu: rand_uniform at step %llu", (unsigned long long)s,
+                 (unsigned long long)s);
+        expect_f(w, U, 0.0);
+        snprintf(w, sizeof w, "replay %llu: linear_fwd", (unsigned long long)s);
+        expect_f(w, Y, TOL_RED);
+        float *cur = fetch(U.g, U.n * sizeof(float));
+        if (prev) CHECK(memcmp(cur, prev, U.n * sizeof(float)) != 0, "replay %llu drew the same numbers", (unsigned long long)s);
+        free(prev);
+        prev = cur;
+    }
+    free(prev);
+    uint64_t got = 0;
+    CHECK_OK(gpu->ops->d2h(gpu, &got, step_g, 8));
+    CHECK(got == 3, "step after 3 replays: %llu", (unsigned long long)got);
+    gpu->ops->graph_destroy(gpu, exec, 1);
+    gpu->ops->graph_destroy(gpu, stage[0], 0);
+    gpu->ops->graph_destroy(gpu, stage[1], 0);
+
+    /* replays of the reductions are bit-identical: linear_bwd (db) + quantile loss + l2_norm */
+    const int sz[3] = {3, 5, 5};
+    dqn_branches br;
+    dqn_branches_init(&br, 3, sz);
+    const int B = 64, T = 8;
+    vf X = in_f((size_t)B * T * K, -1, 1), dY = in_f((size_t)B * T * N, -1, 1);
+    vf dW = out_f((size_t)N * K), db = out_f((size_t)N), gn = out_f(1);
+    vf Z = in_f((size_t)B * T * br.A, -2, 2), tau = in_f((size_t)B * T, 0, 1);
+    vf y = in_f((size_t)B * T, -2, 2), loss = out_f(1), dZ = out_f((size_t)B * T * br.A);
+    vi act = in_i((size_t)B * 3, 3);
+    void *g1 = NULL, *ex1 = NULL;
+    CHECK_OK(gpu->ops->capture_begin(gpu));
+    CHECK_OK(gpu->ops->linear_bwd(gpu, X.g, W.g, dY.g, NULL, dW.g, db.g, B * T, K, N));
+    CHECK_OK(gpu->ops->quantile_huber(gpu, Z.g, tau.g, act.g, y.g, NULL, loss.g, dZ.g, NULL, B, T,
+                                      T, &br, DQN_TARGET_MEAN, 1.0f));
+    CHECK_OK(gpu->ops->l2_norm(gpu, dW.g, dW.n, gn.g));
+    CHECK_OK(gpu->ops->capture_end(gpu, &g1));
+    CHECK_OK(gpu->ops->graph_compose(gpu, &g1, 1, &ex1));
+    CHECK_OK(gpu->ops->graph_launch(gpu, ex1));
+    float *s_db = fetch(db.g, db.n * 4), *s_loss = fetch(loss.g, 4), *s_gn = fetch(gn.g, 4);
+    CPU(linear_bwd, X.c, W.c, dY.c, NULL, dW.c, db.c, B * T, K, N);
+    CPU(l2_norm, dW.c, dW.n, gn.c);
+    expect_f("graph: linear_bwd db", db, TOL_RED);
+    expect_f("graph: l2_norm of dW", gn, TOL_RED);
+    for (int r = 0; r < 2; r++) {
+        poison(db.g, db.n * 4);
+        poison(loss.g, 4);
+        poison(gn.g, 4);
+        CHECK_OK(gpu->ops->graph_launch(gpu, ex1));
+        expect_same_bits("graph replay: db", db.g, s_db, db.n * 4);
+        expect_same_bits("graph replay: loss", loss.g, s_loss, 4);
+        expect_same_bits("graph replay: l2_norm", gn.g, s_gn, 4);
+    }
+    free(s_db);
+    free(s_loss);
+    free(s_gn);
+    gpu->ops->graph_destroy(gpu, ex1, 1);
+    gpu->ops->graph_destroy(gpu, g1, 0);
+    release_all();
+}
+
+/* ---- bad input is refused by name, not crashed on ---- */
+
+static void test_errors(void) {
+    dqn_branches br;
+    const int sz[2] = {3, 4};
+    dqn_branches_init(&br, 2, sz);
+    br.A = 9;
+    dqn_status s = gpu->ops->dueling_fwd(gpu, NULL, NULL, NULL, 4, &br);
+    CHECK(s == DQN_ERR_ARG && strstr(dqn_last_error(), "A=9"), "bad branches: %s",
+          dqn_last_error());
+    s = gpu->ops->linear_fwd(gpu, NULL, NULL, NULL, NULL, 4, -1, 3);
+    CHECK(s == DQN_ERR_ARG && strstr(dqn_last_error(), "K=-1"), "bad shape: %s", dqn_last_error());
+    dqn_backend *none = NULL;
+    s = dqn_backend_cuda_create(&none, 1 << 20, DQN_MATH_FP32);
+    CHECK(s == DQN_ERR_ARG && none == NULL, "device index out of range: %s", dqn_last_error());
+}
+
+int main(void) {
+    dqn_status s = dqn_backend_cuda_create(&gpu, 0, DQN_MATH_FP32);
+    if (s == DQN_ERR_UNSUPPORTED) {
+        CHECK(!dqn_backend_cuda_available(), "create says no device, available() says 1");
+        printf("SKIP: no CUDA device (%s)\n", dqn_last_error());
+        return check_failures ? 1 : 77;
+    }
+    CHECK_OK(s);
+    if (s != DQN_OK) return check_finish("test_gpu_ops");
+    CHECK(dqn_backend_cuda_available(), "a backend was created but available() says 0");
+    CHECK_OK(dqn_backend_cuda_create(&gpu_tf32, 0, DQN_MATH_TF32));
+    CHECK_OK(dqn_backend_cpu_create(&cpu));
+    if (!gpu_tf32 || !cpu) return check_finish("test_gpu_ops");
+    const int br2[1] = {2}, br355[3] = {3, 5, 5};
+    /* DQN_GPU_TEST_SMALL=1 (under compute-sanitizer): the odd shapes only, no timings */
+    int full = getenv("DQN_GPU_TEST_SMALL") == NULL;
+
+    test_linear(37, 19, 23, 1, 0);
+    if (full) test_linear(8192, 256, 128, 0, 1);
+    if (full) test_linear(4096, 256, 512, 1, 0);
+    test_elementwise(37, 0);
+    if (full) test_elementwise(1000003, 1);
+    test_gate(37, 13, 0);
+    if (full) test_gate(8192, 256, 1);
+    test_layernorm(37, 13, 0);
+    if (full) test_layernorm(8192, 256, 1);
+    test_iqn(5, 3, 7, 5, 0);
+    if (full) test_iqn(256, 32, 256, 64, 1);
+    test_heads(7, 3, 5, 1, br2, 0);
+    test_heads(37, 5, 3, 3, br355, 0);
+    if (full) test_heads(2048, 32, 32, 3, br355, 1);
+    for (int m = 0; m < 2; m++) {
+        dqn_target_mode mode = m ? DQN_TARGET_INDEPENDENT : DQN_TARGET_MEAN;
+        test_loss(7, 5, 3, 1, br2, mode, 1.0f, 1, 0);
+        test_loss(9, 4, 6, 3, br355, mode, 0.5f, 0, 0);
+        if (full) test_loss(1024, 32, 32, 3, br355, mode, 1.0f, 1, m == 0);
+        if (full) test_loss(512, 16, 16, 1, br2, mode, 1.0f, 0, 0);
+    }
+    test_optim(37, 0);
+    if (full) test_optim(1000003, 1);
+    test_rand(37, 0);
+    if (full) test_rand(131072, 1);
+    test_graph();
+    test_errors();
+
+    gpu->ops->destroy(gpu);
+    gpu_tf32->ops->destroy(gpu_tf32);
+    cpu->ops->destroy(cpu);
+    return check_finish("test_gpu_ops");
+}
