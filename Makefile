@@ -90,7 +90,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libdqn.a $(wildcard tests/*.h)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libdqn.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
 
 # Every test: the normal build, the same unit tests under ASan+UBSan, the Python references.
 test: all
