@@ -130,7 +130,7 @@ static const char *const presets[][3] = {
     {"acrobot", "n_tau", "8"},
     {"acrobot", "n_tau_target", "8"},
     {"acrobot", "k_tau", "8"},
-    {"acrobot", "batch_size", "64"},
+    {"acrobot", "batch_size", "128"},
     {"acrobot", "train_freq", "4"},
     {"acrobot", "lr", "6.3e-4"},
     {"acrobot", "eps_fraction", "0.12"},
