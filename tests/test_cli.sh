@@ -79,6 +79,8 @@ expect_bad '--lr' train --lr abc --run-dir rbad
 expect_bad '--steps' train --steps 1.5 --run-dir rbad
 expect_bad '--save-replay' train --save-replay yes --run-dir rbad
 expect_bad '--env' train --env pong --run-dir rbad
+expect_bad '--health guard' train --health guard --run-dir rbad
+expect_bad '--branches' train --branches 3,5,5 --run-dir rbad
 expect_bad '--lr' train --run-dir rbad --lr
 expect_bad '--lr' train --lr --steps 10 --run-dir rbad
 expect_bad 'stray' train stray --run-dir rbad

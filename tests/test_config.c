@@ -146,7 +146,7 @@ static void test_typed_values(void) {
     CHECK(c.batch_size == 64 && c.buffer_size == 50000 && c.learning_starts == 1000 &&
               c.train_freq == 1 && c.updates_per_round == 1, "replay defaults");
     CHECK(c.eps_start == 1 && c.eps_end == 0.05 && c.eps_fraction == 0.2, "epsilon defaults");
-    CHECK(strcmp(c.health, "guard") == 0 && c.guard_scale == 1e6 && c.guard_floor == 1e3,
+    CHECK(strcmp(c.health, "off") == 0 && c.guard_scale == 1e6 && c.guard_floor == 1e3,
           "health defaults");
     CHECK_OK(dqn_config_validate(&c));
 

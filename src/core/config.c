@@ -106,8 +106,9 @@ static const cfg_row rows[] = {
     CFG_DOUBLE(eps_end, 0, 1, "0.05", "exploration epsilon after the decay"),
     CFG_DOUBLE(eps_fraction, 0, 1, "0.2", "fraction of steps over which epsilon decays linearly"),
     /* health */
-    CFG_ENUM(health, "off|detect|guard", "guard",
-             "numerical health: off, detect non-finite stages, or also guard them"),
+    CFG_ENUM(health, "off|detect|guard", "off",
+             "numerical health: off, detect non-finite stages, or also guard them (detect and "
+             "guard are not built yet)"),
     CFG_DOUBLE(guard_scale, 1, 1e30, "1e6",
                "guard bound = max(guard_scale * running scale, guard_floor)"),
     CFG_DOUBLE(guard_floor, 1e-3, 1e30, "1e3", "least guard bound (covers unset running scales)"),

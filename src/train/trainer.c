@@ -83,6 +83,10 @@ dqn_status dqn_trainer_create(const dqn_config *c, dqn_trainer **out) {
     const dqn_env_type *env = dqn_env_find(c->env);
     if (!env) return dqn_error_user(DQN_ERR_ARG, "unknown env \"%s\" (expected %s)", c->env,
                                     dqn_env_names());
+    if (strcmp(c->health, "off") != 0)
+        return dqn_error_user(DQN_ERR_UNSUPPORTED,
+                              "--health %s: the numerical-health subsystem is not built yet "
+                              "(only --health off runs)", c->health);
     dqn_trainer *t = calloc(1, sizeof *t);
     if (!t) return DQN_ERR(DQN_ERR_NOMEM, "trainer");
     t->cfg = *c;
