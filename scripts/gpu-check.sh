@@ -9,6 +9,7 @@ export PATH=$PATH:/usr/local/cuda/bin
 BUILD=build-gpu
 LOG=${OUT:-$BUILD/check-logs}; mkdir -p "$LOG"
 SAN=/usr/local/cuda/bin/compute-sanitizer
+SAN_TIMEOUT=${SAN_TIMEOUT:-150}   # seconds for each sanitizer run
 rows=(); bad=0
 row() { rows+=("$(printf '%-28s %-6s %s' "$1" "$2" "$3")"); [ "$2" = ok ] || [ "$2" = skip ] || bad=1; }
 
@@ -39,7 +40,7 @@ row test-gpu "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$(tail -n 1 "$LOG/test-
 if [ -x "$SAN" ] && [ -x $BUILD/tests/test_gpu_ops ]; then
   for tool in memcheck racecheck; do
     t0=$SECONDS
-    DQN_GPU_TEST_SMALL=1 timeout 150 "$SAN" --tool $tool --error-exitcode 3 \
+    DQN_GPU_TEST_SMALL=1 timeout "$SAN_TIMEOUT" "$SAN" --tool $tool --error-exitcode 3 \
         $BUILD/tests/test_gpu_ops > "$LOG/sanitizer-$tool.log" 2>&1
     rc=$?
     row "compute-sanitizer $tool" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" \
