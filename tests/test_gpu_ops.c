@@ -734,6 +734,62 @@ static void test_model_update(int bottleneck, dqn_target_mode mode) {
     release_all();
 }
 
+/* Time of one whole update as a graph replay (CUDA only): the figure the update step is judged by. */
+static void time_model_update(const char *label, const dqn_arch *a, const dqn_update_cfg *u) {
+    const int cap = 2 * u->B, obs = a->obs_dim, D = a->br.D;
+    dqn_model mg;
+    CHECK_OK(dqn_model_create(&mg, gpu, a, u));
+    CHECK_OK(dqn_model_init_weights(&mg, 5));
+    vf o = in_f((size_t)cap * obs, -1.5f, 1.5f), on = in_f((size_t)cap * obs, -1.5f, 1.5f);
+    vf R = in_f((size_t)cap, -1, 2), disc = in_f((size_t)cap, 0, 0.99f);
+    vi act = {take(cpu, (size_t)cap * D * 4), take(gpu, (size_t)cap * D * 4), (size_t)cap * D};
+    for (int s = 0; s < cap; s++)
+        for (int b = 0; b < D; b++)
+            act.c[s * D + b] = (int32_t)dqn_philox_below(12, 12, draw++, (uint32_t)a->br.n[b]);
+    CHECK_OK(gpu->ops->h2d(gpu, act.g, act.c, act.n * 4));
+    uint32_t size = (uint32_t)cap, *size_g = take(gpu, 4);
+    CHECK_OK(gpu->ops->h2d(gpu, size_g, &size, 4));
+    dqn_replay_view rg = {o.g, on.g, R.g, disc.g, act.g, size_g};
+    double t0 = now_us();
+    CHECK_OK(dqn_model_update(&mg, &rg));   /* capture, instantiate, first launch */
+    CHECK_OK(gpu->ops->sync(gpu));
+    double t_capture = now_us() - t0;
+    for (int k = 0; k < 3; k++) CHECK_OK(dqn_model_update(&mg, &rg));
+    CHECK_OK(gpu->ops->sync(gpu));
+    const int reps = 50;
+    t0 = now_us();
+    for (int k = 0; k < reps; k++) CHECK_OK(dqn_model_update(&mg, &rg));
+    CHECK_OK(gpu->ops->sync(gpu));
+    double per = (now_us() - t0) / reps;
+    float loss = NAN;
+    CHECK_OK(gpu->ops->d2h(gpu, &loss, mg.loss, 4));
+    CHECK(isfinite(loss), "%s: loss %g after %d updates", label, (double)loss, reps + 4);
+    printf("  time model update (graph replay) %-20s %9.1f us  (first call with capture %.0f us; "
+           "%zu params, loss %.4f)\n", label, per, t_capture, mg.L.n_params, (double)loss);
+    dqn_model_destroy(&mg);
+    release_all();
+}
+
+static void time_model_updates(void) {
+    printf("model update timings\n");
+    const int br2[1] = {2}, br355[3] = {3, 5, 5};
+    /* the config table's defaults (CartPole-sized) */
+    dqn_arch small = {.obs_dim = 4, .d = 64, .grn_blocks = 1, .n_cos = 64, .bottleneck = 0,
+                      .head_hidden = 64};
+    dqn_branches_init(&small.br, 1, br2);
+    dqn_update_cfg u = {.B = 64, .N = 32, .Nt = 32, .K = 32, .mode = DQN_TARGET_MEAN,
+                        .kappa = 1.0f, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
+                        .adam_eps = 1e-8f, .grad_clip = 10.0f, .head_grad_clip = 5.0f,
+                        .target_period = 500, .seed = 1};
+    time_model_update("defaults B=64", &small, &u);
+    /* a large model: B*N = 131072 rows */
+    dqn_arch big = {.obs_dim = 8, .d = 256, .grn_blocks = 2, .n_cos = 64, .bottleneck = 128,
+                    .head_hidden = 256};
+    dqn_branches_init(&big.br, 3, br355);
+    u.B = 4096;
+    time_model_update("large B=4096 d=256", &big, &u);
+}
+
 /* ---- bad input is refused by name, not crashed on ---- */
 
 static void test_errors(void) {
@@ -796,6 +852,7 @@ int main(void) {
     test_graph();
     test_model_update(24, DQN_TARGET_MEAN);
     test_model_update(0, DQN_TARGET_INDEPENDENT);
+    if (full) time_model_updates();
     test_errors();
 
     gpu->ops->destroy(gpu);
