@@ -13,6 +13,9 @@
 #include "check.h"
 #include "dqn_philox.h"
 #include "model/model.h"
+#ifdef DQN_HAVE_CUDA
+#include <cuda_runtime_api.h>   /* only to count the nodes of a captured graph */
+#endif
 
 #define TOL_EW 1e-5    /* elementwise */
 #define TOL_RED 1e-4   /* GEMM-based and reductions */
@@ -735,10 +738,11 @@ static void test_model_update(int bottleneck, dqn_target_mode mode) {
 }
 
 /* Time of one whole update as a graph replay (CUDA only): the figure the update step is judged by. */
-static void time_model_update(const char *label, const dqn_arch *a, const dqn_update_cfg *u) {
+static void time_model_update(dqn_backend *be, const char *label, const dqn_arch *a,
+                              const dqn_update_cfg *u) {
     const int cap = 2 * u->B, obs = a->obs_dim, D = a->br.D;
     dqn_model mg;
-    CHECK_OK(dqn_model_create(&mg, gpu, a, u));
+    CHECK_OK(dqn_model_create(&mg, be, a, u));
     CHECK_OK(dqn_model_init_weights(&mg, 5));
     vf o = in_f((size_t)cap * obs, -1.5f, 1.5f), on = in_f((size_t)cap * obs, -1.5f, 1.5f);
     vf R = in_f((size_t)cap, -1, 2), disc = in_f((size_t)cap, 0, 0.99f);
@@ -750,22 +754,33 @@ static void time_model_update(const char *label, const dqn_arch *a, const dqn_up
     uint32_t size = (uint32_t)cap, *size_g = take(gpu, 4);
     CHECK_OK(gpu->ops->h2d(gpu, size_g, &size, 4));
     dqn_replay_view rg = {o.g, on.g, R.g, disc.g, act.g, size_g};
+    size_t nodes = 0;
+#ifdef DQN_HAVE_CUDA
+    /* the loss-and-gradient stage alone, captured once more to count its nodes */
+    void *g = NULL;
+    CHECK_OK(be->ops->capture_begin(be));
+    CHECK_OK(dqn_model_loss_grad(&mg));
+    CHECK_OK(be->ops->capture_end(be, &g));
+    CHECK(g && cudaGraphGetNodes((cudaGraph_t)g, NULL, &nodes) == cudaSuccess, "node count");
+    be->ops->graph_destroy(be, g, 0);
+#endif
     double t0 = now_us();
     CHECK_OK(dqn_model_update(&mg, &rg));   /* capture, instantiate, first launch */
-    CHECK_OK(gpu->ops->sync(gpu));
+    CHECK_OK(be->ops->sync(be));
     double t_capture = now_us() - t0;
     for (int k = 0; k < 3; k++) CHECK_OK(dqn_model_update(&mg, &rg));
-    CHECK_OK(gpu->ops->sync(gpu));
+    CHECK_OK(be->ops->sync(be));
     const int reps = 50;
     t0 = now_us();
     for (int k = 0; k < reps; k++) CHECK_OK(dqn_model_update(&mg, &rg));
-    CHECK_OK(gpu->ops->sync(gpu));
+    CHECK_OK(be->ops->sync(be));
     double per = (now_us() - t0) / reps;
     float loss = NAN;
-    CHECK_OK(gpu->ops->d2h(gpu, &loss, mg.loss, 4));
+    CHECK_OK(be->ops->d2h(be, &loss, mg.loss, 4));
     CHECK(isfinite(loss), "%s: loss %g after %d updates", label, (double)loss, reps + 4);
-    printf("  time model update (graph replay) %-20s %9.1f us  (first call with capture %.0f us; "
-           "%zu params, loss %.4f)\n", label, per, t_capture, mg.L.n_params, (double)loss);
+    printf("  time model update (graph replay) %-24s %9.1f us  (first call with capture %.0f us; "
+           "%zu params; loss+grad stage %zu nodes; loss %.4f)\n", label, per, t_capture,
+           mg.L.n_params, nodes, (double)loss);
     dqn_model_destroy(&mg);
     release_all();
 }
@@ -781,13 +796,14 @@ static void time_model_updates(void) {
                         .kappa = 1.0f, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
                         .adam_eps = 1e-8f, .grad_clip = 10.0f, .head_grad_clip = 5.0f,
                         .target_period = 500, .seed = 1};
-    time_model_update("defaults B=64", &small, &u);
+    time_model_update(gpu, "defaults B=64", &small, &u);
     /* a large model: B*N = 131072 rows */
     dqn_arch big = {.obs_dim = 8, .d = 256, .grn_blocks = 2, .n_cos = 64, .bottleneck = 128,
                     .head_hidden = 256};
     dqn_branches_init(&big.br, 3, br355);
     u.B = 4096;
-    time_model_update("large B=4096 d=256", &big, &u);
+    time_model_update(gpu, "large B=4096 d=256", &big, &u);
+    time_model_update(gpu_tf32, "large, tf32 backend", &big, &u);
 }
 
 /* ---- bad input is refused by name, not crashed on ---- */
