@@ -9,6 +9,7 @@ export PATH=$PATH:/usr/local/cuda/bin
 BUILD=build-gpu
 LOG=${OUT:-$BUILD/check-logs}; mkdir -p "$LOG"
 SAN=/usr/local/cuda/bin/compute-sanitizer
+SAN_TIMEOUT=${SAN_TIMEOUT:-150}   # seconds for each sanitizer run
 rows=(); bad=0
 row() { rows+=("$(printf '%-28s %-6s %s' "$1" "$2" "$3")"); [ "$2" = ok ] || [ "$2" = skip ] || bad=1; }
 
@@ -37,13 +38,17 @@ cp $BUILD/test-logs/test_gpu_*.log "$LOG/" 2>/dev/null
 row test-gpu "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$(tail -n 1 "$LOG/test-gpu.log")"
 
 if [ -x "$SAN" ] && [ -x $BUILD/tests/test_gpu_ops ]; then
-  for tool in memcheck racecheck; do
+  # memcheck over every shape; racecheck and initcheck (slower per kernel) over the small ones
+  for run in memcheck:full racecheck:small initcheck:small; do
+    tool=${run%%:*}; shapes=${run##*:}
     t0=$SECONDS
-    DQN_GPU_TEST_SMALL=1 timeout 150 "$SAN" --tool $tool --error-exitcode 3 \
+    if [ "$shapes" = small ]; then export DQN_GPU_TEST_SMALL=1; else unset DQN_GPU_TEST_SMALL; fi
+    timeout "$SAN_TIMEOUT" "$SAN" --tool $tool --error-exitcode 3 \
         $BUILD/tests/test_gpu_ops > "$LOG/sanitizer-$tool.log" 2>&1
     rc=$?
+    unset DQN_GPU_TEST_SMALL
     row "compute-sanitizer $tool" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" \
-        "rc $rc, $((SECONDS - t0))s: $(grep -m1 'ERROR SUMMARY' "$LOG/sanitizer-$tool.log")"
+        "$shapes shapes, rc $rc, $((SECONDS - t0))s: $(grep -m1 'SUMMARY' "$LOG/sanitizer-$tool.log")"
   done
 else
   row compute-sanitizer skip "not at $SAN or no test binary"

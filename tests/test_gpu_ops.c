@@ -12,6 +12,10 @@
 #include "backends/backend.h"
 #include "check.h"
 #include "dqn_philox.h"
+#include "model/model.h"
+#ifdef DQN_HAVE_CUDA
+#include <cuda_runtime_api.h>   /* only to count the nodes of a captured graph */
+#endif
 
 #define TOL_EW 1e-5    /* elementwise */
 #define TOL_RED 1e-4   /* GEMM-based and reductions */
@@ -672,6 +676,136 @@ static void test_graph(void) {
     release_all();
 }
 
+/* ---- the model's whole update: captured into one graph on CUDA, replayed, against the CPU ---- */
+
+static void test_model_update(int bottleneck, dqn_target_mode mode) {
+    printf("model update x3 (graph capture + 2 replays): bottleneck %d, %s targets\n", bottleneck,
+           mode == DQN_TARGET_MEAN ? "mean" : "independent");
+    const int sizes[3] = {3, 5, 5}, cap = 500, obs = 6, D = 3;
+    dqn_arch a = {.obs_dim = obs, .d = 32, .grn_blocks = 2, .n_cos = 16, .bottleneck = bottleneck,
+                  .head_hidden = 32};
+    dqn_branches_init(&a.br, D, sizes);
+    /* eps well above gradient rounding: Adam's sign-like first steps must not amplify it */
+    dqn_update_cfg u = {.B = 64, .N = 8, .Nt = 8, .K = 8, .mode = mode, .kappa = 1.0f,
+                        .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-4f,
+                        .weight_decay = 0.01f, .grad_clip = 10.0f, .head_grad_clip = 5.0f,
+                        .target_period = 2, .tau_target = 0.0f, .seed = 7};
+    dqn_model mc, mg;
+    CHECK_OK(dqn_model_create(&mc, cpu, &a, &u));
+    CHECK_OK(dqn_model_create(&mg, gpu, &a, &u));
+    CHECK_OK(dqn_model_init_weights(&mc, 3));
+    CHECK_OK(dqn_model_init_weights(&mg, 3));
+    /* one replay of random transitions on each backend */
+    vf o = in_f((size_t)cap * obs, -1.5f, 1.5f), on = in_f((size_t)cap * obs, -1.5f, 1.5f);
+    vf R = in_f((size_t)cap, -1, 2), disc = in_f((size_t)cap, 0, 0.99f);
+    vi act = {take(cpu, (size_t)cap * D * 4), take(gpu, (size_t)cap * D * 4), (size_t)cap * D};
+    for (int s = 0; s < cap; s++)
+        for (int b = 0; b < D; b++)
+            act.c[s * D + b] = (int32_t)dqn_philox_below(11, 11, draw++, (uint32_t)sizes[b]);
+    CHECK_OK(gpu->ops->h2d(gpu, act.g, act.c, act.n * 4));
+    uint32_t *size_c = take(cpu, 4), *size_g = take(gpu, 4);
+    *size_c = 431;   /* a partly filled buffer: draws stay below the size */
+    CHECK_OK(gpu->ops->h2d(gpu, size_g, size_c, 4));
+    dqn_replay_view rc = {o.c, on.c, R.c, disc.c, act.c, size_c};
+    dqn_replay_view rg = {o.g, on.g, R.g, disc.g, act.g, size_g};
+    size_t n = mc.L.n_params;
+    for (int k = 0; k < 3; k++) {
+        CHECK_OK(dqn_model_update(&mc, &rc));
+        CHECK_OK(dqn_model_update(&mg, &rg));
+        CHECK(mg.graph_exec != NULL, "the CUDA update did not run as a graph");
+        char w[96];
+        vf loss = {mc.loss, mg.loss, 1}, grads = {mc.grads, mg.grads, n};
+        vf params = {mc.params, mg.params, n}, target = {mc.target, mg.target, n};
+        vi astar = {mc.astar, mg.astar, (size_t)u.B * D};
+        snprintf(w, sizeof w, "update %d: a* (double-DQN argmax)", k);
+        expect_i(w, astar);
+        snprintf(w, sizeof w, "update %d: loss", k);
+        expect_f(w, loss, TOL_RED);
+        snprintf(w, sizeof w, "update %d: gradients", k);
+        expect_f(w, grads, 1e-3);
+        snprintf(w, sizeof w, "update %d: parameters", k);
+        expect_f(w, params, TOL_RED);
+        snprintf(w, sizeof w, "update %d: target (hard copy every 2)", k);
+        expect_f(w, target, TOL_RED);
+    }
+    uint64_t steps = 0;
+    CHECK_OK(gpu->ops->d2h(gpu, &steps, mg.step, 8));
+    CHECK(steps == 3 && *mc.step == 3, "update counter: cuda %llu, cpu %llu, want 3",
+          (unsigned long long)steps, (unsigned long long)*mc.step);
+    dqn_model_destroy(&mc);
+    dqn_model_destroy(&mg);
+    release_all();
+}
+
+/* Time of one whole update as a graph replay (CUDA only): the figure the update step is judged by. */
+static void time_model_update(dqn_backend *be, const char *label, const dqn_arch *a,
+                              const dqn_update_cfg *u) {
+    const int cap = 2 * u->B, obs = a->obs_dim, D = a->br.D;
+    dqn_model mg;
+    CHECK_OK(dqn_model_create(&mg, be, a, u));
+    CHECK_OK(dqn_model_init_weights(&mg, 5));
+    vf o = in_f((size_t)cap * obs, -1.5f, 1.5f), on = in_f((size_t)cap * obs, -1.5f, 1.5f);
+    vf R = in_f((size_t)cap, -1, 2), disc = in_f((size_t)cap, 0, 0.99f);
+    vi act = {take(cpu, (size_t)cap * D * 4), take(gpu, (size_t)cap * D * 4), (size_t)cap * D};
+    for (int s = 0; s < cap; s++)
+        for (int b = 0; b < D; b++)
+            act.c[s * D + b] = (int32_t)dqn_philox_below(12, 12, draw++, (uint32_t)a->br.n[b]);
+    CHECK_OK(gpu->ops->h2d(gpu, act.g, act.c, act.n * 4));
+    uint32_t size = (uint32_t)cap, *size_g = take(gpu, 4);
+    CHECK_OK(gpu->ops->h2d(gpu, size_g, &size, 4));
+    dqn_replay_view rg = {o.g, on.g, R.g, disc.g, act.g, size_g};
+    size_t nodes = 0;
+#ifdef DQN_HAVE_CUDA
+    /* the loss-and-gradient stage alone, captured once more to count its nodes */
+    void *g = NULL;
+    CHECK_OK(be->ops->capture_begin(be));
+    CHECK_OK(dqn_model_loss_grad(&mg));
+    CHECK_OK(be->ops->capture_end(be, &g));
+    CHECK(g && cudaGraphGetNodes((cudaGraph_t)g, NULL, &nodes) == cudaSuccess, "node count");
+    be->ops->graph_destroy(be, g, 0);
+#endif
+    double t0 = now_us();
+    CHECK_OK(dqn_model_update(&mg, &rg));   /* capture, instantiate, first launch */
+    CHECK_OK(be->ops->sync(be));
+    double t_capture = now_us() - t0;
+    for (int k = 0; k < 3; k++) CHECK_OK(dqn_model_update(&mg, &rg));
+    CHECK_OK(be->ops->sync(be));
+    const int reps = 50;
+    t0 = now_us();
+    for (int k = 0; k < reps; k++) CHECK_OK(dqn_model_update(&mg, &rg));
+    CHECK_OK(be->ops->sync(be));
+    double per = (now_us() - t0) / reps;
+    float loss = NAN;
+    CHECK_OK(be->ops->d2h(be, &loss, mg.loss, 4));
+    CHECK(isfinite(loss), "%s: loss %g after %d updates", label, (double)loss, reps + 4);
+    printf("  time model update (graph replay) %-24s %9.1f us  (first call with capture %.0f us; "
+           "%zu params; loss+grad stage %zu nodes; loss %.4f)\n", label, per, t_capture,
+           mg.L.n_params, nodes, (double)loss);
+    dqn_model_destroy(&mg);
+    release_all();
+}
+
+static void time_model_updates(void) {
+    printf("model update timings\n");
+    const int br2[1] = {2}, br355[3] = {3, 5, 5};
+    /* the config table's defaults (CartPole-sized) */
+    dqn_arch small = {.obs_dim = 4, .d = 64, .grn_blocks = 1, .n_cos = 64, .bottleneck = 0,
+                      .head_hidden = 64};
+    dqn_branches_init(&small.br, 1, br2);
+    dqn_update_cfg u = {.B = 64, .N = 32, .Nt = 32, .K = 32, .mode = DQN_TARGET_MEAN,
+                        .kappa = 1.0f, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f,
+                        .adam_eps = 1e-8f, .grad_clip = 10.0f, .head_grad_clip = 5.0f,
+                        .target_period = 500, .seed = 1};
+    time_model_update(gpu, "defaults B=64", &small, &u);
+    /* a large model: B*N = 131072 rows */
+    dqn_arch big = {.obs_dim = 8, .d = 256, .grn_blocks = 2, .n_cos = 64, .bottleneck = 128,
+                    .head_hidden = 256};
+    dqn_branches_init(&big.br, 3, br355);
+    u.B = 4096;
+    time_model_update(gpu, "large B=4096 d=256", &big, &u);
+    time_model_update(gpu_tf32, "large, tf32 backend", &big, &u);
+}
+
 /* ---- bad input is refused by name, not crashed on ---- */
 
 static void test_errors(void) {
@@ -732,6 +866,9 @@ int main(void) {
     test_rand(37, 0);
     if (full) test_rand(131072, 1);
     test_graph();
+    test_model_update(24, DQN_TARGET_MEAN);
+    test_model_update(0, DQN_TARGET_INDEPENDENT);
+    if (full) time_model_updates();
     test_errors();
 
     gpu->ops->destroy(gpu);

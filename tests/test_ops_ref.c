@@ -310,8 +310,8 @@ static void test_layernorm(int M, int d) {
 
 /* ---- cos_embed ---- */
 
-static void test_cos_embed(void) {
-    enum { R = 41, n_cos = 64 };
+static void test_cos_embed(int n_cos) {
+    enum { R = 41 };
     float tau[R], *C = poisoned(R * n_cos);
     for (int r = 0; r < R; r++) tau[r] = (float)unif(0, 1);
     tau[0] = dqn_u32_to_unit(0), tau[1] = dqn_u32_to_unit(UINT32_MAX), tau[2] = 0.5f,
@@ -321,7 +321,7 @@ static void test_cos_embed(void) {
     for (int r = 0; r < R; r++)
         for (int k = 1; k <= n_cos; k++)
             e = maxe(e, fabs(C[r * n_cos + k - 1] - cos(3.14159265358979323846 * k * tau[r])));
-    CHECK(e <= 1e-7, "cos_embed: max error %.3g", e);
+    CHECK(e <= 1e-7, "cos_embed n_cos=%d: max error %.3g", n_cos, e);
     free(C);
 }
 
@@ -725,7 +725,10 @@ int main(void) {
     test_layernorm(7, 5);
     test_layernorm(33, 128);
     test_layernorm(3, 513);
-    test_cos_embed();
+    test_cos_embed(64);
+    test_cos_embed(13);
+    test_cos_embed(3);
+    test_cos_embed(128);
 
     static const int one[] = {4}, three[] = {3, 5, 5}, mixed[] = {1, 4, 2};
     test_q_argmax(6, 4, 1, one);

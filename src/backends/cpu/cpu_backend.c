@@ -258,20 +258,34 @@ static dqn_status layernorm_bwd(dqn_backend *be, const float *x, const float *ga
 
 /* ---- IQN ---- */
 
-/* cos(k theta) by rotating (cos, sin) of theta = pi tau in double: exact to float rounding for
- * the n_cos (tens) of terms used, one cos and one sin per row. */
+/* cos(k theta), theta = pi tau, by rotations in double (exact to float rounding for the tens of
+ * terms used): the first COS_BLOCK angles one step at a time, then every block of COS_BLOCK
+ * at once by rotating it through COS_BLOCK * theta, which vectorises along k. */
+enum { COS_BLOCK = 8 };
+
 static dqn_status cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos) {
     (void)be;
     REQUIRE(R >= 0 && n_cos >= 0, "cos_embed: R=%d n_cos=%d", R, n_cos);
     const double pi = 3.14159265358979323846;
     for (size_t r = 0; r < (size_t)R; r++) {
-        double c1 = cos(pi * tau[r]), s1 = sin(pi * tau[r]), ck = c1, sk = s1;
+        double c[COS_BLOCK], s[COS_BLOCK]; /* cos, sin of (k0 + j + 1) theta */
+        c[0] = cos(pi * tau[r]), s[0] = sin(pi * tau[r]);
+        for (int j = 1; j < COS_BLOCK; j++) {
+            c[j] = c[j - 1] * c[0] - s[j - 1] * s[0];
+            s[j] = s[j - 1] * c[0] + c[j - 1] * s[0];
+        }
+        const double cb = c[COS_BLOCK - 1], sb = s[COS_BLOCK - 1];
         float *Cr = C + r * n_cos;
-        for (int k = 0; k < n_cos; k++) {
-            Cr[k] = (float)ck;
-            double cn = ck * c1 - sk * s1;
-            sk = sk * c1 + ck * s1;
-            ck = cn;
+        for (int k0 = 0; k0 < n_cos; k0 += COS_BLOCK) {
+            if (n_cos - k0 >= COS_BLOCK)
+                for (int j = 0; j < COS_BLOCK; j++) Cr[k0 + j] = (float)c[j];
+            else
+                for (int j = 0; j < n_cos - k0; j++) Cr[k0 + j] = (float)c[j];
+            for (int j = 0; j < COS_BLOCK; j++) {
+                double cn = c[j] * cb - s[j] * sb;
+                s[j] = s[j] * cb + c[j] * sb;
+                c[j] = cn;
+            }
         }
     }
     return DQN_OK;

@@ -172,6 +172,18 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     return DQN_OK;
 }
 
+/* One small GEMM through each library outside any capture: a first call may initialise lazily,
+ * and the model captures its very first update. The scratch is both input and output. */
+static dqn_status cuda_warm_up(dqn_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    float *s = c->scratch;
+    CUDA_CHECK(cudaMemsetAsync(s, 0, 4096 * sizeof(float), c->stream));
+    DQN_TRY(cuda_linear_fwd(be, s, s + 256, s + 512, s + 1024, 16, 16, 16));
+    DQN_TRY(cuda_linear_bwd(be, s, s + 256, s + 1024, s + 2048, s + 2304, s + 2560, 16, 16, 16));
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    return DQN_OK;
+}
+
 extern "C" int dqn_backend_cuda_available(void) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -210,6 +222,7 @@ extern "C" dqn_status dqn_backend_cuda_create(dqn_backend **out, int device_inde
     be->math = math;
     be->impl = c;
     dqn_status s = cuda_init(c, device_index, math);
+    if (s == DQN_OK) s = cuda_warm_up(be);
     if (s != DQN_OK) {
         cuda_destroy(be);
         return s;
