@@ -1,6 +1,6 @@
 /* Update-step throughput of the model on one backend: a replay buffer of random transitions,
  * then timed whole updates (sample, 3 forwards, loss, backward, clip, Adam, target sync).
- * usage: bench_update [cpu|cuda] [cartpole|seed] [B ...]   (default: cpu cartpole 32 256) */
+ * usage: bench_update [cpu|cuda|cuda:tf32] [cartpole|seed] [B ...]  (default: cpu cartpole 32 256) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +45,9 @@ int main(int argc, char **argv) {
     for (int k = 0; k < nB; k++) {
         int B = Bs[k];
         dqn_backend *be = NULL;
-        dqn_status s = strcmp(dev, "cuda") == 0 ? dqn_backend_cuda_create(&be, 0, DQN_MATH_FP32)
-                                                : dqn_backend_cpu_create(&be);
+        int cuda = strncmp(dev, "cuda", 4) == 0, tf32 = strcmp(dev, "cuda:tf32") == 0;
+        dqn_status s = cuda ? dqn_backend_cuda_create(&be, 0, tf32 ? DQN_MATH_TF32 : DQN_MATH_FP32)
+                            : dqn_backend_cpu_create(&be);
         if (s) return fail("backend", s);
         if (strcmp(dev, "cpu") == 0) dqn_cpu_set_threads(1);   /* one core, as the solve bench */
         dqn_update_cfg u;
@@ -92,9 +93,10 @@ int main(int argc, char **argv) {
         be->ops->sync(be);
         t1 = now();
         double ups = iters / (t1 - t0);
-        printf("update %s model=%s gemm=%s B=%d N=32: %.1f updates/s, %.3f ms/update, %.0f samples/s\n",
-               be->ops->name, model, strcmp(dev, "cuda") == 0 ? "cublas" : dqn_cpu_gemm_name(), B,
-               ups, 1e3 / ups, ups * B);
+        printf("update %s model=%s gemm=%s math=%s B=%d N=32: %.1f updates/s, %.3f ms/update, "
+               "%.0f samples/s\n",
+               be->ops->name, model, cuda ? "cublas" : dqn_cpu_gemm_name(), tf32 ? "tf32" : "fp32",
+               B, ups, 1e3 / ups, ups * B);
         free(o); free(no); free(R); free(dc); free(ac);
         dqn_replay_destroy(&r);
         dqn_model_destroy(&m);

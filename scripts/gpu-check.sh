@@ -54,15 +54,28 @@ else
   row compute-sanitizer skip "not at $SAN or no test binary"
 fi
 
-n_bench=0
-for b in $BUILD/bench/bench_gpu_*; do
-  [ -x "$b" ] || continue
-  n_bench=$((n_bench + 1))
-  "$b" > "$LOG/$(basename "$b").log" 2>&1
-  rc=$?
-  row "$(basename "$b")" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$(tail -n 1 "$LOG/$(basename "$b").log")"
-done
-[ $n_bench -eq 0 ] && row bench skip "no bench_gpu_* binaries"
+# benchmarks: ours (bench_update through the model) and, in the same run, the PyTorch peer
+BS="32 256 1024 4096"
+: > "$LOG/bench.txt"
+if [ -x $BUILD/bench/bench_update ]; then
+  for math in fp32 tf32; do
+    dev=cuda; [ $math = tf32 ] && dev=cuda:tf32
+    for model in cartpole seed; do
+      $BUILD/bench/bench_update $dev $model $BS >> "$LOG/bench.txt" 2>&1 || row "bench $model $math" FAIL "see bench.txt"
+    done
+  done
+  row bench_update ok "$(grep -c '^update' "$LOG/bench.txt") configs"
+fi
+if [ -f bench/torch_update.py ] && python3 -c 'import torch' 2>/dev/null; then
+  for math in fp32 tf32; do
+    for model in cartpole seed; do
+      timeout 240 python3 bench/torch_update.py --model $model --batch ${BS// /,} --math $math \
+          >> "$LOG/bench.txt" 2>&1 || row "torch $model $math" FAIL "see bench.txt"
+    done
+  done
+  row torch_update ok "$(grep -c '^torch' "$LOG/bench.txt") configs"
+fi
+grep -E '^(update|torch) ' "$LOG/bench.txt" || true
 
 echo
 echo "== gpu-check summary (logs: $LOG) =="

@@ -10,20 +10,20 @@
 #include "check.h"
 #include "dqn.h"
 
-static double learn_now(void) {
+static inline double learn_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* Returns the best evaluation mean; stops at the first that reaches `bar`. */
-static double learn_until(const char *env, uint64_t seed, int64_t budget, int64_t every,
-                          int episodes, double bar) {
+static inline double learn_until_on(const char *device, const char *env, uint64_t seed, int64_t budget,
+                             int64_t every, int episodes, double bar) {
     dqn_config c;
     CHECK_OK(dqn_config_preset(&c, env));
     c.seed = seed;
     c.steps = budget;
-    snprintf(c.device, sizeof c.device, "cpu");
+    snprintf(c.device, sizeof c.device, "%s", device);
     dqn_trainer *t = NULL;
     double t0 = learn_now(), eval_s = 0, best = -INFINITY;
     CHECK_OK(dqn_trainer_create(&c, &t));
@@ -35,9 +35,9 @@ static double learn_until(const char *env, uint64_t seed, int64_t budget, int64_
         eval_s += learn_now() - e0;
         dqn_train_stats st;
         dqn_trainer_stats(t, &st);
-        printf("%s seed %llu: step %lld, updates %lld, train return %.1f, eval %.1f +- %.1f "
+        printf("%s %s seed %llu: step %lld, updates %lld, train return %.1f, eval %.1f +- %.1f "
                "(%d episodes), %.1f s (%.1f s of it evaluating)\n",
-               env, (unsigned long long)seed, (long long)st.env_steps, (long long)st.updates,
+               device, env, (unsigned long long)seed, (long long)st.env_steps, (long long)st.updates,
                st.mean_return, mean, sd, episodes, learn_now() - t0, eval_s);
         fflush(stdout);
         if (mean > best) best = mean;
@@ -45,5 +45,10 @@ static double learn_until(const char *env, uint64_t seed, int64_t budget, int64_
     }
     dqn_trainer_destroy(t);
     return best;
+}
+
+static inline double learn_until(const char *env, uint64_t seed, int64_t budget, int64_t every,
+                          int episodes, double bar) {
+    return learn_until_on("cpu", env, seed, budget, every, episodes, bar);
 }
 #endif
