@@ -107,12 +107,17 @@ expect_bad '--bench-steps' bench --bench-steps 0
 # ---- a tiny run
 expect_ok train "${TINY[@]}" --run-dir r1
 cp out.txt r1.out
-for f in config.txt metrics.csv checkpoint.bin eval.json; do
+for f in config.txt metrics.csv metrics.jsonl checkpoint.bin eval.json; do
   [ -s r1/$f ] || fail "r1/$f missing or empty"
 done
+events=$(cd r1 && ls events.out.tfevents.* 2>/dev/null)
+[ "$(echo $events | wc -w)" -eq 1 ] && [ -s "r1/$events" ] \
+  && echo "$events" | grep -qE '^events\.out\.tfevents\.[0-9]+\.[^/]+$' || fail "r1 event file: $events"
+[ "$(ls r1 | wc -l)" -eq 6 ] || fail "r1 holds other files: $(ls r1)"
 [ ! -e r1/checkpoint.bin.tmp ] || fail "checkpoint.bin.tmp left behind"
 grep -q 'backend' r1.out && grep -q 'cartpole' r1.out || fail "no run header: $(cat r1.out)"
-ok "tiny run wrote config.txt, metrics.csv, checkpoint.bin, eval.json"
+ok "tiny run wrote config.txt, metrics.csv, metrics.jsonl, $events, checkpoint.bin, eval.json"
+[ "$(wc -l <r1/metrics.jsonl)" -eq 3 ] || fail "metrics.jsonl: $(cat r1/metrics.jsonl)"
 [ "$(head -n 1 r1/metrics.csv)" = 'step,wall_s,steps_per_s,mean_return,loss,mean_q,epsilon,grad_norm' ] \
   || fail "metrics.csv header: $(head -n 1 r1/metrics.csv)"
 [ "$(tail -n +2 r1/metrics.csv | cut -d, -f1 | tr '\n' ' ')" = '200 400 600 ' ] \
@@ -217,6 +222,8 @@ expect_ok train --resume r3/checkpoint.bin --steps $((last + 200))
 grep -q 'resumed' out.txt || fail "no resume header: $(cat out.txt)"
 [ "$(tail -n 1 r3/metrics.csv | cut -d, -f1)" = "$((last + 200))" ] \
   && [ "$(wc -l <r3/metrics.csv)" -gt "$rows" ] || fail "resume metrics: $(cat r3/metrics.csv)"
+[ "$(wc -l <r3/metrics.jsonl)" -eq "$(($(wc -l <r3/metrics.csv) - 1))" ] \
+  && [ "$(ls r3/events.out.tfevents.* | wc -l)" -eq 2 ] || fail "resume: metrics.jsonl rows or a second event file: $(ls r3)"
 [ "$(json r3/eval.json 'e["env_steps"]')" = "$((last + 200))" ] || fail "resume eval.json"
 grep -qx "steps = $((last + 200))" r3/config.txt || fail "resume config.txt steps"
 ok "--resume continued to env step $((last + 200)) in the same run dir"

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/tfevents.h"
 #include "dqn.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_INTERRUPTED = 130 };
@@ -61,10 +62,19 @@ void cli_rundir_default(const dqn_config *c, char *buf, size_t cap);
 int cli_rundir_check_free(const char *dir);
 int cli_rundir_create(const char *dir);
 int cli_rundir_write_config(const char *dir, const dqn_config *c);
-/* metrics.csv, opened for appending; the header is written when the file is new or empty. */
-FILE *cli_metrics_open(const char *dir);
-int cli_metrics_row(FILE *f, const char *dir, const dqn_train_stats *st, double wall_s,
-                    double steps_per_s);
+/* A run's metrics, a row each log interval in three forms: metrics.csv (appended; its header
+ * written when the file is new or empty), metrics.jsonl (appended) and a new TensorBoard event
+ * file (TensorBoard merges the files of a directory, so a resumed run shows as one). */
+typedef struct {
+    const char *dir;
+    FILE *csv, *jsonl;
+    dqn_tfevents *events;
+} cli_metrics;
+
+int cli_metrics_open(cli_metrics *m, const char *dir);
+/* One row in every file, each flushed so that a live reader sees it. */
+int cli_metrics_row(cli_metrics *m, const dqn_train_stats *st, double wall_s, double steps_per_s);
+int cli_metrics_close(cli_metrics *m);
 int cli_rundir_write_eval(const char *dir, const char *env, int episodes, double mean, double std,
                           const double *returns, int64_t env_steps, double wall_s, uint64_t seed);
 

@@ -1,4 +1,4 @@
-/* The run directory: its name, its creation, config.txt, metrics.csv and eval.json. */
+/* The run directory: its name, its creation, config.txt, the metrics and eval.json. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -79,35 +79,101 @@ int cli_rundir_write_config(const char *dir, const dqn_config *c) {
     return CLI_OK;
 }
 
-FILE *cli_metrics_open(const char *dir) {
+/* The scalars of a row in TensorBoard, under CleanRL's names where it has them. */
+static const char *const event_tags[] = {"charts/SPS", "charts/episodic_return", "losses/loss",
+                                         "losses/q_values", "charts/epsilon", "losses/grad_norm"};
+
+static double unix_time(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static FILE *open_append(const char *dir, const char *name) {
     char path[512];
-    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "a");
-    if (!f) {
-        cli_error(CLI_FAIL, "cannot write %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    if (ftell(f) == 0 && (fputs(METRICS_HEADER, f) < 0 || fflush(f) != 0)) {
-        cli_error(CLI_FAIL, "cannot write %s: %s", path, strerror(errno));
-        fclose(f);
-        return NULL;
-    }
+    if (!f) cli_error(CLI_FAIL, "cannot write %s: %s", path, strerror(errno));
     return f;
 }
 
-int cli_metrics_row(FILE *f, const char *dir, const dqn_train_stats *st, double wall_s,
-                    double steps_per_s) {
-    char ret[32], loss[32], q[32], eps[32], gn[32];
-    cli_fmt_double(ret, sizeof ret, st->mean_return, 0);
-    cli_fmt_double(loss, sizeof loss, st->last_loss, 0);
-    cli_fmt_double(q, sizeof q, st->mean_q, 0);
-    cli_fmt_double(eps, sizeof eps, st->epsilon, 0);
-    cli_fmt_double(gn, sizeof gn, st->grad_norm, 0);
-    fprintf(f, "%lld,%.3f,%.1f,%s,%s,%s,%s,%s\n", (long long)st->env_steps, wall_s, steps_per_s,
-            ret, loss, q, eps, gn);
-    if (fflush(f) != 0 || ferror(f))
-        return cli_error(CLI_FAIL, "cannot write %s/metrics.csv: %s", dir, strerror(errno));
+int cli_metrics_open(cli_metrics *m, const char *dir) {
+    memset(m, 0, sizeof *m);
+    m->dir = dir;
+    if (!(m->csv = open_append(dir, "metrics.csv"))) return CLI_FAIL;
+    if (ftell(m->csv) == 0 && (fputs(METRICS_HEADER, m->csv) < 0 || fflush(m->csv) != 0)) {
+        cli_error(CLI_FAIL, "cannot write %s/metrics.csv: %s", dir, strerror(errno));
+        cli_metrics_close(m);
+        return CLI_FAIL;
+    }
+    if (!(m->jsonl = open_append(dir, "metrics.jsonl"))) {
+        cli_metrics_close(m);
+        return CLI_FAIL;
+    }
+    dqn_status s = dqn_tfevents_open(dir, unix_time(), &m->events);
+    if (s != DQN_OK) {
+        cli_error(CLI_FAIL, "%s", dqn_last_error());
+        cli_metrics_close(m);
+        return CLI_FAIL;
+    }
     return CLI_OK;
+}
+
+static int flush(FILE *f, const char *dir, const char *name) {
+    if (fflush(f) != 0 || ferror(f))
+        return cli_error(CLI_FAIL, "cannot write %s/%s: %s", dir, name, strerror(errno));
+    return CLI_OK;
+}
+
+int cli_metrics_row(cli_metrics *m, const dqn_train_stats *st, double wall_s,
+                    double steps_per_s) {
+    /* each value is formatted once; the JSONL and TensorBoard carry what the CSV shows */
+    enum { WALL, SPS, RET, LOSS, Q, EPS, GN, N };
+    static const char *const names[N] = {"wall_s", "steps_per_s", "mean_return", "loss",
+                                         "mean_q", "epsilon", "grad_norm"};
+    char csv[N][32], json[N][32];
+    snprintf(csv[WALL], 32, "%.3f", wall_s);
+    snprintf(csv[SPS], 32, "%.1f", steps_per_s);
+    const double v[N] = {wall_s, steps_per_s, st->mean_return, st->last_loss, st->mean_q,
+                         st->epsilon, st->grad_norm};
+    for (int i = RET; i < N; i++) cli_fmt_double(csv[i], 32, v[i], 0);
+    for (int i = 0; i < N; i++) snprintf(json[i], 32, "%s", isfinite(v[i]) ? csv[i] : "null");
+
+    long long step = (long long)st->env_steps;
+    fprintf(m->csv, "%lld", step);
+    fprintf(m->jsonl, "{\"step\": %lld", step);
+    for (int i = 0; i < N; i++) {
+        fprintf(m->csv, ",%s", csv[i]);
+        fprintf(m->jsonl, ", \"%s\": %s", names[i], json[i]);
+    }
+    fputs("\n", m->csv);
+    fputs("}\n", m->jsonl);
+    int rc = flush(m->csv, m->dir, "metrics.csv");
+    if (!rc) rc = flush(m->jsonl, m->dir, "metrics.jsonl");
+
+    /* non-finite values (no episode ended yet, no update yet) are left out, as CleanRL does */
+    double now = unix_time();
+    dqn_status s = DQN_OK;
+    for (int i = SPS; i < N && !rc && s == DQN_OK; i++) {
+        double x = strtod(csv[i], NULL);
+        if (isfinite(x)) s = dqn_tfevents_scalar(m->events, now, st->env_steps, event_tags[i - SPS],
+                                                 (float)x);
+    }
+    if (!rc && s == DQN_OK) s = dqn_tfevents_flush(m->events);
+    if (!rc && s != DQN_OK) rc = cli_error(CLI_FAIL, "%s", dqn_last_error());
+    return rc;
+}
+
+int cli_metrics_close(cli_metrics *m) {
+    int rc = CLI_OK;
+    if (m->csv && fclose(m->csv) != 0)
+        rc = cli_error(CLI_FAIL, "cannot write %s/metrics.csv: %s", m->dir, strerror(errno));
+    if (m->jsonl && fclose(m->jsonl) != 0 && !rc)
+        rc = cli_error(CLI_FAIL, "cannot write %s/metrics.jsonl: %s", m->dir, strerror(errno));
+    if (dqn_tfevents_close(m->events) != DQN_OK && !rc)
+        rc = cli_error(CLI_FAIL, "%s", dqn_last_error());
+    memset(m, 0, sizeof *m);
+    return rc;
 }
 
 int cli_rundir_write_eval(const char *dir, const char *env, int episodes, double mean, double std,

@@ -42,6 +42,11 @@ static void train_help(void) {
         "                  every log_interval env steps (wall_s and steps_per_s: this process;\n"
         "                  steps_per_s over the last interval; mean_return over the last 100\n"
         "                  episodes; nan where there is none yet)\n"
+        "  metrics.jsonl   the same rows, one JSON object a line (null for nan)\n"
+        "  events.out.tfevents.<unix time>.<host>\n"
+        "                  the same scalars for TensorBoard (charts/SPS, charts/episodic_return,\n"
+        "                  losses/loss, losses/q_values, charts/epsilon, losses/grad_norm; nan\n"
+        "                  left out); a new file each run or resume\n"
         "  checkpoint.bin  at the end, every checkpoint_interval env steps, and on Ctrl-C\n"
         "  eval.json       the final greedy evaluation: eval_episodes episodes, seed derived\n"
         "                  from the run's seed (dqn eval --checkpoint reproduces it)\n"
@@ -55,7 +60,7 @@ static void train_help(void) {
         "  --resume FILE   continue from a checkpoint into the directory holding it (or\n"
         "                  --run-dir). The config is the checkpoint's; only the flags above may\n"
         "                  change it, and --steps may not exceed its steps (they fix the\n"
-        "                  epsilon schedule). metrics.csv gains rows; config.txt is rewritten.\n"
+        "                  epsilon schedule). The metrics gain rows; config.txt is rewritten.\n"
         "  Ctrl-C          stop after the current log interval, save checkpoint.bin, exit 130\n"
         "\n"
         "config keys:\n");
@@ -107,7 +112,7 @@ static int final_eval(dqn_trainer *t, const dqn_config *c, double wall_s) {
         cli_fmt_double(d, sizeof d, std, 0);
         if (!rc)
             printf("eval: %d greedy episodes, seed %llu: mean return %s, std %s\n"
-                   "wrote %s/{config.txt,metrics.csv,checkpoint.bin,eval.json}\n",
+                   "wrote %s/{config.txt,metrics.*,events.out.tfevents.*,checkpoint.bin,eval.json}\n",
                    n, (unsigned long long)seed, m, d, c->run_dir);
     }
     free(ret);
@@ -117,8 +122,8 @@ static int final_eval(dqn_trainer *t, const dqn_config *c, double wall_s) {
 /* The training loop of a run whose directory and config.txt exist. */
 static int run(dqn_trainer *t, const dqn_config *c) {
     const char *dir = c->run_dir;
-    FILE *metrics = cli_metrics_open(dir);
-    if (!metrics) return CLI_FAIL;
+    cli_metrics metrics;
+    if (cli_metrics_open(&metrics, dir)) return CLI_FAIL;
     dqn_train_stats st;
     dqn_trainer_stats(t, &st);
     int64_t log = c->log_interval, every = c->checkpoint_interval, total = c->steps;
@@ -145,7 +150,7 @@ static int run(dqn_trainer *t, const dqn_config *c) {
         double now = cli_now();
         if (st.env_steps >= next_log || st.env_steps >= total) {
             double rate = (double)(st.env_steps - last_step) / fmax(now - last_t, 1e-9);
-            rc = cli_metrics_row(metrics, dir, &st, now - p.t0, rate);
+            rc = cli_metrics_row(&metrics, &st, now - p.t0, rate);
             cli_progress_update(&p, &st, rate);
             last_t = now;
             last_step = st.env_steps;
@@ -159,7 +164,8 @@ static int run(dqn_trainer *t, const dqn_config *c) {
     }
     catch_sigint(0);
     cli_progress_end(&p);
-    fclose(metrics);
+    int closed = cli_metrics_close(&metrics);
+    if (!rc) rc = closed;
     double wall_s = cli_now() - p.t0;
     if (!rc && saved_at != st.env_steps) rc = save(t, dir);
     if (rc) return rc;
