@@ -191,6 +191,16 @@ static void test_linear(int M, int K, int N, int off, int timed) {
     CPU(linear_fwd, X.c, W.c, NULL, Ynb.c, M, K, N);
     CHECK_OK(gpu->ops->linear_fwd(gpu, X.g, W.g, NULL, Ynb.g, M, K, N));
     expect_f("linear_fwd without bias", Ynb, TOL_RED);
+    /* ReLU epilogue, with and without the bias (the CPU is linear_fwd then relu_fwd) */
+    CPU(linear_act_fwd, X.c, W.c, b.c, Y.c, M, K, N, DQN_ACT_RELU);
+    CHECK_OK(gpu->ops->linear_act_fwd(gpu, X.g, W.g, b.g, Y.g, M, K, N, DQN_ACT_RELU));
+    expect_f("linear_act_fwd relu", Y, TOL_RED);
+    size_t zeros = 0;
+    for (size_t i = 0; i < Y.n; i++) zeros += Y.c[i] == 0.0f;
+    CHECK(zeros > 0 && zeros < Y.n, "linear_act_fwd: relu clipped %zu of %zu", zeros, Y.n);
+    CPU(linear_act_fwd, X.c, W.c, NULL, Ynb.c, M, K, N, DQN_ACT_RELU);
+    CHECK_OK(gpu->ops->linear_act_fwd(gpu, X.g, W.g, NULL, Ynb.g, M, K, N, DQN_ACT_RELU));
+    expect_f("linear_act_fwd relu without bias", Ynb, TOL_RED);
 
     vf dY = in_f((size_t)M * N, -1, 1), dX = out_f((size_t)M * K), dW = out_f((size_t)N * K),
        db = out_f((size_t)N);
@@ -576,7 +586,42 @@ static void test_rand(size_t n, int timed) {
     CPU(gather_i32, srci.c, gi.c, dsti.c, k, row_len);
     CHECK_OK(gpu->ops->gather_i32(gpu, srci.g, gi.g, dsti.g, k, row_len));
     expect_i("gather_i32", dsti);
+
+    /* the fused sample: indices, then the five gathers, equal to the CPU's */
+    int obs = 7, D = 3, B = (int)(n < 4096 ? n : 4096);
+    *size_c = (uint32_t)rows - 13;
+    CHECK_OK(gpu->ops->h2d(gpu, size_g, size_c, 4));
+    vf so = in_f((size_t)rows * obs, -1, 1), sno = in_f((size_t)rows * obs, -1, 1);
+    vf sR = in_f((size_t)rows, -1, 1), sd = in_f((size_t)rows, 0, 1);
+    vi sa = in_i((size_t)rows * D, 5);
+    vi bidx = out_i((size_t)B), ba = out_i((size_t)B * D);
+    vf bx = out_f((size_t)B * obs), bxn = out_f((size_t)B * obs), bR = out_f((size_t)B),
+       bd = out_f((size_t)B);
+    const dqn_sample_src src_c = {so.c, sno.c, sR.c, sd.c, sa.c, size_c, obs, D};
+    const dqn_sample_src src_g = {so.g, sno.g, sR.g, sd.g, sa.g, size_g, obs, D};
+    const dqn_sample_dst dst_c = {bidx.c, ba.c, bx.c, bxn.c, bR.c, bd.c};
+    const dqn_sample_dst dst_g = {bidx.g, ba.g, bx.g, bxn.g, bR.g, bd.g};
+    CPU(sample_batch, &src_c, &dst_c, B, seed, step_c);
+    CHECK_OK(gpu->ops->sample_batch(gpu, &src_g, &dst_g, B, seed, step_g));
+    expect_i("sample_batch idx", bidx);
+    expect_i("sample_batch act", ba);
+    expect_f("sample_batch x", bx, 0.0);
+    expect_f("sample_batch xn", bxn, 0.0);
+    expect_f("sample_batch R", bR, 0.0);
+    expect_f("sample_batch disc", bd, 0.0);
+
+    /* three draws in one launch, of unequal sizes */
+    vf t0 = out_f(n), t1 = out_f(n / 2 + 3), t2 = out_f(5);
+    const dqn_draws dr_c = {3, {t0.c, t1.c, t2.c}, {t0.n, t1.n, t2.n}, {2, 3, 4}, {t0.n, t1.n, t2.n}};
+    const dqn_draws dr_g = {3, {t0.g, t1.g, t2.g}, {t0.n, t1.n, t2.n}, {2, 3, 4}, {t0.n, t1.n, t2.n}};
+    CPU(rand_uniform_multi, &dr_c, seed, step_c);
+    CHECK_OK(gpu->ops->rand_uniform_multi(gpu, &dr_g, seed, step_g));
+    expect_f("rand_uniform_multi 0", t0, 0.0);
+    expect_f("rand_uniform_multi 1", t1, 0.0);
+    expect_f("rand_uniform_multi 2", t2, 0.0);
     if (timed) {
+        TIME_GPU("sample_batch", gpu->ops->sample_batch(gpu, &src_g, &dst_g, B, seed, step_g));
+        TIME_GPU("rand_uniform_multi", gpu->ops->rand_uniform_multi(gpu, &dr_g, seed, step_g));
         TIME_GPU("rand_uniform", gpu->ops->rand_uniform(gpu, u.g, n, seed, 2, step_g, (uint64_t)n));
         TIME_GPU("rand_index", gpu->ops->rand_index(gpu, idx.g, n, seed, 5, step_g, (uint64_t)n, size_g));
     }

@@ -2,7 +2,8 @@
  * written here from the definitions in backends/backend.h and SPEC section 3: GEMMs (both
  * passes, shapes that cross every blocking edge), elementwise forwards, LayerNorm, cos_embed,
  * q_argmax, iqn_targets, the quantile Huber loss, norms and clipping, Adam, target updates,
- * the Philox draws, gathers, memory ops and argument errors. */
+ * the Philox draws, gathers, the fused ops (against the unfused ones), memory ops and argument
+ * errors. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -688,6 +689,97 @@ static void test_gather(void) {
 
 /* ---- argument errors name the op ---- */
 
+/* ---- fused ops: each equals the unfused ops it stands for, bit for bit ---- */
+
+static int same_bytes(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
+
+static void test_linear_act(int M, int K, int N) {
+    float *X = rand_f((size_t)M * K, -1, 1), *W = rand_f((size_t)N * K, -1, 1);
+    float *b = rand_f((size_t)N, -0.5, 0.5);
+    float *want = poisoned((size_t)M * N), *got = poisoned((size_t)M * N);
+    size_t n = (size_t)M * N, zeros = 0;
+    for (int bias = 0; bias <= 1; bias++) {
+        const float *bb = bias ? b : NULL;
+        CHECK_OK(ops->linear_fwd(be, X, W, bb, want, M, K, N));
+        CHECK_OK(ops->linear_act_fwd(be, X, W, bb, got, M, K, N, DQN_ACT_NONE));
+        CHECK(same_bytes(got, want, n * sizeof *got), "linear_act_fwd none %dx%dx%d bias %d differs",
+              M, K, N, bias);
+        CHECK_OK(ops->relu_fwd(be, want, want, n));
+        CHECK_OK(ops->linear_act_fwd(be, X, W, bb, got, M, K, N, DQN_ACT_RELU));
+        CHECK(same_bytes(got, want, n * sizeof *got), "linear_act_fwd relu %dx%dx%d bias %d differs",
+              M, K, N, bias);
+        for (size_t i = 0; i < n; i++) zeros += got[i] == 0.0f;
+    }
+    CHECK(zeros > 0 && zeros < 2 * n, "linear_act_fwd: relu clipped %zu of %zu", zeros, 2 * n);
+    CHECK(ops->linear_act_fwd(be, X, W, b, got, M, K, N, (dqn_act)7) == DQN_ERR_ARG,
+          "linear_act_fwd accepted act 7");
+    free(X); free(W); free(b); free(want); free(got);
+}
+
+static void test_sample_batch(int cap, int size, int B, int obs, int D, uint64_t step) {
+    float *o = rand_f((size_t)cap * obs, -1, 1), *no = rand_f((size_t)cap * obs, -1, 1);
+    float *R = rand_f((size_t)cap, -1, 1), *dc = rand_f((size_t)cap, 0, 1);
+    int32_t *act = xmalloc((size_t)cap * D * sizeof *act);
+    for (size_t i = 0; i < (size_t)cap * D; i++) act[i] = below(1000);
+    uint32_t sz = (uint32_t)size;
+    const dqn_sample_src src = {o, no, R, dc, act, &sz, obs, D};
+    int32_t *idx[2], *a[2];
+    float *x[2], *xn[2], *r[2], *d[2];
+    for (int k = 0; k < 2; k++) {
+        idx[k] = xmalloc((size_t)B * sizeof(int32_t));
+        a[k] = xmalloc((size_t)B * D * sizeof(int32_t));
+        x[k] = poisoned((size_t)B * obs);
+        xn[k] = poisoned((size_t)B * obs);
+        r[k] = poisoned((size_t)B);
+        d[k] = poisoned((size_t)B);
+    }
+    uint64_t seed = 77;
+    CHECK_OK(ops->rand_index(be, idx[0], (size_t)B, seed, DQN_STREAM_REPLAY, &step, (uint64_t)B, &sz));
+    CHECK_OK(ops->gather_f32(be, o, idx[0], x[0], B, obs));
+    CHECK_OK(ops->gather_f32(be, no, idx[0], xn[0], B, obs));
+    CHECK_OK(ops->gather_i32(be, act, idx[0], a[0], B, D));
+    CHECK_OK(ops->gather_f32(be, R, idx[0], r[0], B, 1));
+    CHECK_OK(ops->gather_f32(be, dc, idx[0], d[0], B, 1));
+    const dqn_sample_dst dst = {idx[1], a[1], x[1], xn[1], r[1], d[1]};
+    CHECK_OK(ops->sample_batch(be, &src, &dst, B, seed, &step));
+    int ok = same_bytes(idx[0], idx[1], (size_t)B * 4) && same_bytes(a[0], a[1], (size_t)B * D * 4) &&
+             same_bytes(x[0], x[1], (size_t)B * obs * 4) && same_bytes(xn[0], xn[1], (size_t)B * obs * 4) &&
+             same_bytes(r[0], r[1], (size_t)B * 4) && same_bytes(d[0], d[1], (size_t)B * 4);
+    CHECK(ok, "sample_batch (B %d, obs %d, D %d, step %llu) differs from rand_index + gathers", B,
+          obs, D, (unsigned long long)step);
+    /* the indices are the spec's draws, all below the filled size */
+    for (int j = 0; j < B; j++)
+        ok &= idx[1][j] == (int32_t)dqn_philox_below(seed, DQN_STREAM_REPLAY, step * (uint64_t)B + (uint64_t)j, sz);
+    CHECK(ok, "sample_batch indices are not philox_below(step * B + j)");
+    free(o); free(no); free(R); free(dc); free(act);
+    for (int k = 0; k < 2; k++) {
+        free(idx[k]); free(a[k]); free(x[k]); free(xn[k]); free(r[k]); free(d[k]);
+    }
+}
+
+static void test_rand_uniform_multi(uint64_t step) {
+    const size_t n[3] = {96, 101, 7};
+    const uint32_t st[3] = {DQN_STREAM_TAU_ONLINE, DQN_STREAM_TAU_TARGET, DQN_STREAM_TAU_SELECT};
+    float *want[3], *got[3];
+    for (int k = 0; k < 3; k++) {
+        want[k] = poisoned(n[k]);
+        got[k] = poisoned(n[k]);
+        CHECK_OK(ops->rand_uniform(be, want[k], n[k], 9, st[k], &step, n[k]));
+    }
+    const dqn_draws dr = {3, {got[0], got[1], got[2]}, {n[0], n[1], n[2]}, {st[0], st[1], st[2]},
+                          {n[0], n[1], n[2]}};
+    CHECK_OK(ops->rand_uniform_multi(be, &dr, 9, &step));
+    for (int k = 0; k < 3; k++)
+        CHECK(same_bytes(got[k], want[k], n[k] * sizeof(float)), "rand_uniform_multi draw %d differs", k);
+    const dqn_draws bad = {DQN_MAX_DRAWS + 1, {0}, {0}, {0}, {0}};
+    CHECK(ops->rand_uniform_multi(be, &bad, 9, &step) == DQN_ERR_ARG,
+          "rand_uniform_multi accepted count %d", DQN_MAX_DRAWS + 1);
+    for (int k = 0; k < 3; k++) {
+        free(want[k]);
+        free(got[k]);
+    }
+}
+
 static void test_errors(void) {
     float x[4] = {1, 2, 3, 4}, y[4];
     CHECK(ops->linear_fwd(be, x, x, NULL, y, 0, 2, 2) == DQN_ERR_ARG, "linear_fwd accepted M = 0");
@@ -753,6 +845,12 @@ int main(void) {
     test_target_update();
     test_rand();
     test_gather();
+    test_linear_act(13, 33, 17);
+    test_linear_act(64, 64, 64);
+    test_sample_batch(50, 37, 32, 4, 1, 0);
+    test_sample_batch(300, 300, 64, 9, 3, 12345);
+    test_rand_uniform_multi(0);
+    test_rand_uniform_multi(41);
     test_errors();
 
     ops->destroy(be);

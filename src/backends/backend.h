@@ -30,6 +30,29 @@ typedef struct {
 
 typedef enum { DQN_TARGET_MEAN = 0, DQN_TARGET_INDEPENDENT = 1 } dqn_target_mode;
 typedef enum { DQN_MATH_FP32 = 0, DQN_MATH_TF32 = 1 } dqn_math_mode;
+typedef enum { DQN_ACT_NONE = 0, DQN_ACT_RELU = 1 } dqn_act;
+
+/* One replay sample for sample_batch: the replay's arrays (read) and the batch it fills. */
+typedef struct {
+    const float *obs, *next_obs, *R, *disc;   /* [size, obs_dim] x2, [size] x2 */
+    const int32_t *act;                       /* [size, D] */
+    const uint32_t *size;                     /* rows filled (backend memory) */
+    int obs_dim, D;
+} dqn_sample_src;
+typedef struct {
+    int32_t *idx, *act;          /* [B], [B, D] */
+    float *x, *xn, *R, *disc;    /* [B, obs_dim] x2, [B] x2 */
+} dqn_sample_dst;
+
+#define DQN_MAX_DRAWS 4
+/* Up to DQN_MAX_DRAWS uniform arrays drawn at once (the taus of one update). */
+typedef struct {
+    int count;
+    float *out[DQN_MAX_DRAWS];
+    size_t n[DQN_MAX_DRAWS];
+    uint32_t stream[DQN_MAX_DRAWS];
+    uint64_t stride[DQN_MAX_DRAWS];
+} dqn_draws;
 
 typedef struct dqn_ops {
     const char *name;
@@ -47,6 +70,9 @@ typedef struct dqn_ops {
     /* Y[M,N] = X[M,K] W[N,K]^T + b[N] (b may be NULL) */
     dqn_status (*linear_fwd)(dqn_backend *be, const float *X, const float *W, const float *b,
                              float *Y, int M, int K, int N);
+    /* Y = act(X W^T + b): linear_fwd then, for DQN_ACT_RELU, relu_fwd in place (one kernel on CUDA) */
+    dqn_status (*linear_act_fwd)(dqn_backend *be, const float *X, const float *W, const float *b,
+                                 float *Y, int M, int K, int N, dqn_act act);
     /* dX[M,K] = dY W (skipped when dX is NULL); dW[N,K] = dY^T X; db[N] = sum_rows dY.
      * dW and db are overwritten (each parameter is used once per backward pass). */
     dqn_status (*linear_bwd)(dqn_backend *be, const float *X, const float *W, const float *dY,
@@ -160,6 +186,13 @@ typedef struct dqn_ops {
                              int n, int row_len);
     dqn_status (*gather_i32)(dqn_backend *be, const int32_t *src, const int32_t *idx,
                              int32_t *dst, int n, int row_len);
+    /* the whole replay sample in one op: dst->idx = rand_index(B, seed, DQN_STREAM_REPLAY, step,
+     * stride B, src->size), then the gathers of obs -> x, next_obs -> xn, act, R and disc */
+    dqn_status (*sample_batch)(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
+                               int B, uint64_t seed, const uint64_t *step);
+    /* rand_uniform(out[k], n[k], seed, stream[k], step, stride[k]) for k < count, in one op */
+    dqn_status (*rand_uniform_multi)(dqn_backend *be, const dqn_draws *d, uint64_t seed,
+                                     const uint64_t *step);
 
     /* ---- graph capture: NULL on backends that run ops eagerly (CPU). The model records each
      * stage (forward, IQN/aux, backward, optimizer) between capture_begin and capture_end, then

@@ -106,23 +106,20 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
     const float *h = f->h[a->grn_blocks];
     /* IQN: phi = ReLU(W_phi cos(pi k tau) + b_phi), z = h * phi */
     DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
-    DQN_TRY(OPS->linear_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d));
-    DQN_TRY(OPS->relu_fwd(be, f->phi, f->phi, (size_t)R * d));
+    DQN_TRY(OPS->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
+                                DQN_ACT_RELU));
     DQN_TRY(OPS->mul_bcast_fwd(be, h, f->phi, f->z, B, T, d));
     const float *u = f->z;
     if (a->bottleneck > 0) {
         DQN_TRY(OPS->concat_bcast_fwd(be, f->z, h, f->cat, B, T, d));
-        DQN_TRY(OPS->linear_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d,
-                                a->bottleneck));
-        DQN_TRY(OPS->relu_fwd(be, f->u, f->u, (size_t)R * a->bottleneck));
+        DQN_TRY(OPS->linear_act_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d,
+                                    a->bottleneck, DQN_ACT_RELU));
         u = f->u;
     }
     /* dueling heads */
-    DQN_TRY(OPS->linear_fwd(be, u, P + L->v1.W, P + L->v1.b, f->hv, R, L->u, H));
-    DQN_TRY(OPS->relu_fwd(be, f->hv, f->hv, (size_t)R * H));
+    DQN_TRY(OPS->linear_act_fwd(be, u, P + L->v1.W, P + L->v1.b, f->hv, R, L->u, H, DQN_ACT_RELU));
     DQN_TRY(OPS->linear_fwd(be, f->hv, P + L->v2.W, P + L->v2.b, f->V, R, H, 1));
-    DQN_TRY(OPS->linear_fwd(be, u, P + L->a1.W, P + L->a1.b, f->ha, R, L->u, H));
-    DQN_TRY(OPS->relu_fwd(be, f->ha, f->ha, (size_t)R * H));
+    DQN_TRY(OPS->linear_act_fwd(be, u, P + L->a1.W, P + L->a1.b, f->ha, R, L->u, H, DQN_ACT_RELU));
     DQN_TRY(OPS->linear_fwd(be, f->ha, P + L->a2.W, P + L->a2.b, f->Adv, R, H, a->br.A));
     return OPS->dueling_fwd(be, f->V, f->Adv, f->Z, R, &a->br);
 }
@@ -282,18 +279,18 @@ dqn_status dqn_model_loss_grad(dqn_model *m) {
 static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
-    int B = c->B, D = m->L.arch.br.D, obs = m->L.arch.obs_dim;
-    DQN_TRY(OPS->rand_index(be, m->idx, (size_t)B, c->seed, DQN_STREAM_REPLAY, m->step,
-                            (uint64_t)B, rv->size));
-    DQN_TRY(OPS->gather_f32(be, rv->obs, m->idx, m->x, B, obs));
-    DQN_TRY(OPS->gather_f32(be, rv->next_obs, m->idx, m->xn, B, obs));
-    DQN_TRY(OPS->gather_i32(be, rv->act, m->idx, m->act, B, D));
-    DQN_TRY(OPS->gather_f32(be, rv->R, m->idx, m->R, B, 1));
-    DQN_TRY(OPS->gather_f32(be, rv->disc, m->idx, m->disc, B, 1));
+    int B = c->B;
+    const dqn_sample_src src = {rv->obs, rv->next_obs, rv->R, rv->disc, rv->act, rv->size,
+                                m->L.arch.obs_dim, m->L.arch.br.D};
+    const dqn_sample_dst dst = {m->idx, m->act, m->x, m->xn, m->R, m->disc};
+    DQN_TRY(OPS->sample_batch(be, &src, &dst, B, c->seed, m->step));
     size_t nN = (size_t)B * c->N, nT = (size_t)B * c->Nt, nK = (size_t)B * c->K;
-    DQN_TRY(OPS->rand_uniform(be, m->tau, nN, c->seed, DQN_STREAM_TAU_ONLINE, m->step, nN));
-    DQN_TRY(OPS->rand_uniform(be, m->tau_t, nT, c->seed, DQN_STREAM_TAU_TARGET, m->step, nT));
-    return OPS->rand_uniform(be, m->tau_k, nK, c->seed, DQN_STREAM_TAU_SELECT, m->step, nK);
+    const dqn_draws taus = {3,
+                            {m->tau, m->tau_t, m->tau_k},
+                            {nN, nT, nK},
+                            {DQN_STREAM_TAU_ONLINE, DQN_STREAM_TAU_TARGET, DQN_STREAM_TAU_SELECT},
+                            {nN, nT, nK}};
+    return OPS->rand_uniform_multi(be, &taus, c->seed, m->step);
 }
 
 static dqn_status record_optimizer(dqn_model *m) {

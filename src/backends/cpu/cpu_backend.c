@@ -137,6 +137,13 @@ static dqn_status relu_fwd(dqn_backend *be, const float *x, float *y, size_t n) 
     return DQN_OK;
 }
 
+static dqn_status linear_act_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
+                                 float *Y, int M, int K, int N, dqn_act act) {
+    REQUIRE(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "linear_act_fwd: act = %d", (int)act);
+    DQN_TRY(linear_fwd(be, X, W, b, Y, M, K, N));
+    return act == DQN_ACT_RELU ? relu_fwd(be, Y, Y, (size_t)M * (size_t)N) : DQN_OK;
+}
+
 static dqn_status relu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n) {
     (void)be;
     EACH(i, n, float on = y[i] > 0.0f; dx[i] = dy[i] * on);
@@ -612,6 +619,30 @@ static dqn_status gather_i32(dqn_backend *be, const int32_t *src, const int32_t 
     return gather_rows("gather_i32", src, idx, dst, n, row_len, sizeof(int32_t));
 }
 
+/* ---- fused sampling: the unfused ops in sequence, so both give the same numbers ---- */
+
+static dqn_status sample_batch(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
+                               int B, uint64_t seed, const uint64_t *step) {
+    REQUIRE(B > 0 && src->obs_dim > 0 && src->D > 0, "sample_batch: B=%d obs_dim=%d D=%d", B,
+            src->obs_dim, src->D);
+    DQN_TRY(rand_index(be, dst->idx, (size_t)B, seed, DQN_STREAM_REPLAY, step, (uint64_t)B,
+                       src->size));
+    DQN_TRY(gather_f32(be, src->obs, dst->idx, dst->x, B, src->obs_dim));
+    DQN_TRY(gather_f32(be, src->next_obs, dst->idx, dst->xn, B, src->obs_dim));
+    DQN_TRY(gather_i32(be, src->act, dst->idx, dst->act, B, src->D));
+    DQN_TRY(gather_f32(be, src->R, dst->idx, dst->R, B, 1));
+    return gather_f32(be, src->disc, dst->idx, dst->disc, B, 1);
+}
+
+static dqn_status rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
+                                     const uint64_t *step) {
+    REQUIRE(d->count >= 0 && d->count <= DQN_MAX_DRAWS, "rand_uniform_multi: count = %d, allowed 0..%d",
+            d->count, DQN_MAX_DRAWS);
+    for (int k = 0; k < d->count; k++)
+        DQN_TRY(rand_uniform(be, d->out[k], d->n[k], seed, d->stream[k], step, d->stride[k]));
+    return DQN_OK;
+}
+
 static const dqn_ops cpu_ops = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -623,6 +654,7 @@ static const dqn_ops cpu_ops = {
     .sync = cpu_sync,
     .destroy = cpu_destroy,
     .linear_fwd = linear_fwd,
+    .linear_act_fwd = linear_act_fwd,
     .linear_bwd = linear_bwd,
     .axpy = axpy,
     .relu_fwd = relu_fwd,
@@ -652,6 +684,8 @@ static const dqn_ops cpu_ops = {
     .rand_index = rand_index,
     .gather_f32 = gather_f32,
     .gather_i32 = gather_i32,
+    .sample_batch = sample_batch,
+    .rand_uniform_multi = rand_uniform_multi,
     /* graph capture stays NULL: ops run eagerly */
 };
 

@@ -98,6 +98,7 @@ static void cuda_destroy(dqn_backend *be) {
         if (c->blas) cublasDestroy(c->blas);
         if (c->workspace) cudaFree(c->workspace);
         if (c->scratch) cudaFree(c->scratch);
+        if (c->blocks_done) cudaFree(c->blocks_done);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -115,6 +116,7 @@ static const dqn_ops cuda_ops = {
     cuda_sync,
     cuda_destroy,
     cuda_linear_fwd,
+    cuda_linear_act_fwd,
     cuda_linear_bwd,
     cuda_axpy,
     cuda_relu_fwd,
@@ -144,6 +146,8 @@ static const dqn_ops cuda_ops = {
     cuda_rand_index,
     cuda_gather_f32,
     cuda_gather_i32,
+    cuda_sample_batch,
+    cuda_rand_uniform_multi,
     cuda_capture_begin,
     cuda_capture_end,
     cuda_graph_compose,
@@ -160,6 +164,8 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, sizeof(unsigned)));
+    CUDA_CHECK(cudaMemsetAsync(c->blocks_done, 0, sizeof(unsigned), c->stream));
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, CUDA_WORKSPACE_BYTES));

@@ -23,8 +23,9 @@ extern "C" {
 /* One cublasLt plan of linear_fwd, keyed by shape and by the alignment of each pointer (the
  * heuristic's choice depends on both). */
 typedef struct {
-    int M, K, N, has_bias;
-    uint32_t align[4];   /* X, W, Y, b */
+    int M, K, N, has_bias, relu;
+    int dgrad;           /* the dW GEMM with db from the BGRADB epilogue (else a forward plan) */
+    uint32_t align[4];   /* X, W, Y, b (dgrad: X, dY, dW, db) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -39,6 +40,7 @@ typedef struct {
     cublasComputeType_t compute;   /* 32F, or 32F_FAST_TF32 under DQN_MATH_TF32 */
     void *workspace;
     float *scratch;                /* CUDA_SCRATCH_FLOATS */
+    unsigned *blocks_done;         /* single-launch reductions: blocks finished (0 between ops) */
     cuda_lt_plan plans[CUDA_LT_CACHE];
     int n_plans;
 } cuda_impl;
@@ -107,6 +109,8 @@ dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *
 /* ops, one group per file */
 dqn_status cuda_linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b, float *Y,
                            int M, int K, int N);
+dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
+                               float *Y, int M, int K, int N, dqn_act act);
 dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
                            float *dX, float *dW, float *db, int M, int K, int N);
 void cuda_gemm_release(cuda_impl *c);
@@ -170,6 +174,11 @@ dqn_status cuda_gather_f32(dqn_backend *be, const float *src, const int32_t *idx
                            int row_len);
 dqn_status cuda_gather_i32(dqn_backend *be, const int32_t *src, const int32_t *idx, int32_t *dst,
                            int n, int row_len);
+
+dqn_status cuda_sample_batch(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
+                             int B, uint64_t seed, const uint64_t *step);
+dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
+                                   const uint64_t *step);
 
 dqn_status cuda_capture_begin(dqn_backend *be);
 dqn_status cuda_capture_end(dqn_backend *be, void **graph);

@@ -1,6 +1,7 @@
 /* Dense layers through cuBLAS. Row-major Y[M,N] = X[M,K] W[N,K]^T is, read column-major,
  * Y^T[N,M] = W^T^T X^T: op(A) = W (stored K x N, transposed), op(B) = X^T (stored K x M).
- * linear_fwd runs on cublasLt with the bias fused in its epilogue; the plans (descriptors plus
+ * linear_fwd runs on cublasLt with the bias (and ReLU) fused in its epilogue, and linear_bwd's dW
+ * GEMM takes db from the BGRADB epilogue where cublasLt has one; the plans (descriptors plus
  * the heuristic's algorithm) are cached by shape and pointer alignment, since the heuristic is
  * host work of tens of microseconds. */
 #include "backends/cuda/cuda_common.cuh"
@@ -28,11 +29,16 @@ void cuda_gemm_release(cuda_impl *c) {
     c->n_plans = 0;
 }
 
-/* Builds a plan; *found = 0 when cublasLt has no algorithm for it (the caller falls back). */
+/* Builds a plan; *found = 0 when cublasLt has no algorithm for it (the caller falls back).
+ * Forward: D[N,M] = W^T X^T, epilogue bias and/or ReLU. dgrad: dW^T[K,N] = X^T[K,M] dY[M,N] with
+ * db[N] = the sum over the GEMM's k (the M rows of dY) from the BGRADB epilogue. */
 static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int *found) {
     *found = 0;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cublasLtEpilogue_t epi = p->has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasOperation_t ta = p->dgrad ? CUBLAS_OP_N : CUBLAS_OP_T;
+    cublasOperation_t tb = p->dgrad ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = p->dgrad ? CUBLASLT_EPILOGUE_BGRADB
+                             : p->has_bias ? (p->relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                             : (p->relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, c->compute, CUDA_R_32F));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
@@ -40,9 +46,15 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
     if (p->has_bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
                                                     sizeof b));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->N, p->K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->M, p->K));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)p->N, (uint64_t)p->M, p->N));
+    if (p->dgrad) {   /* a = X as [K, M], b = dY as [N, M], c = dW^T as [K, N] (column-major) */
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->M, p->K));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)p->N, (uint64_t)p->M, p->N));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->N, p->K));
+    } else {
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->N, p->K));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->M, p->K));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)p->N, (uint64_t)p->M, p->N));
+    }
 
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -52,7 +64,9 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
     const cublasLtMatmulPreferenceAttributes_t which[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    const uint32_t al[4] = {p->align[0], p->align[1], p->align[2], p->align[2]};  /* X, W, Y, Y */
+    /* forward: B = X, A = W, C = D = Y; dgrad: A = X, B = dY, C = D = dW */
+    const uint32_t al[4] = {p->dgrad ? p->align[1] : p->align[0],
+                            p->dgrad ? p->align[0] : p->align[1], p->align[2], p->align[2]};
     for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
         st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
     cublasLtMatmulHeuristicResult_t res;
@@ -69,15 +83,18 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
     return DQN_OK;
 }
 
-/* The cached plan for this call, or NULL when cublasLt has none. */
+/* The cached plan for this call, or NULL when cublasLt has none. For dgrad, W is dY, Y is dW
+ * and b is db. */
 static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, const float *b,
-                           const float *Y, int M, int K, int N, cuda_lt_plan **out) {
+                           const float *Y, int M, int K, int N, int relu, int dgrad,
+                           cuda_lt_plan **out) {
     uint32_t al[4] = {align_of(X), align_of(W), align_of(Y), b ? align_of(b) : 0};
     int has_bias = b != NULL;
     int n = c->n_plans < CUDA_LT_CACHE ? c->n_plans : CUDA_LT_CACHE;
     for (int i = 0; i < n; i++) {
         cuda_lt_plan *p = &c->plans[i];
-        if (p->M == M && p->K == K && p->N == N && p->has_bias == has_bias &&
+        if (p->M == M && p->K == K && p->N == N && p->has_bias == has_bias && p->relu == relu &&
+            p->dgrad == dgrad &&
             p->align[0] == al[0] && p->align[1] == al[1] && p->align[2] == al[2] &&
             p->align[3] == al[3]) {
             *out = p->desc ? p : NULL;
@@ -92,6 +109,8 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, const f
     p->K = K;
     p->N = N;
     p->has_bias = has_bias;
+    p->relu = relu;
+    p->dgrad = dgrad;
     for (int i = 0; i < 4; i++) p->align[i] = al[i];
     int found = 0;
     dqn_status s = plan_build(c, p, b, &found);
@@ -106,22 +125,27 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, const f
     return DQN_OK;
 }
 
-__global__ void k_add_bias(float *Y, const float *b, size_t M, int N) {
+/* the fallback epilogue: bias (may be NULL) then ReLU when asked */
+__global__ void k_bias_act(float *Y, const float *b, size_t M, int N, int relu) {
     size_t total = M * (size_t)N;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-         i += (size_t)gridDim.x * blockDim.x)
-        Y[i] += b[i % (size_t)N];
+         i += (size_t)gridDim.x * blockDim.x) {
+        float y = Y[i] + (b ? b[i % (size_t)N] : 0.0f);
+        Y[i] = relu && !(y > 0.0f) ? 0.0f : y;
+    }
 }
 
-dqn_status cuda_linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b, float *Y,
-                           int M, int K, int N) {
+dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
+                               float *Y, int M, int K, int N, dqn_act act) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(M >= 0 && K > 0 && N > 0, "linear_fwd: bad shape M=%d K=%d N=%d", M, K, N);
     CUDA_ARG(X && W && Y, "linear_fwd: X, W and Y must be non-NULL");
+    CUDA_ARG(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "linear_act_fwd: act = %d", (int)act);
     if (M == 0) return DQN_OK;
     const float one = 1.0f, zero = 0.0f;
+    int relu = act == DQN_ACT_RELU;
     cuda_lt_plan *p = NULL;
-    DQN_TRY(plan_get(c, X, W, b, Y, M, K, N, &p));
+    DQN_TRY(plan_get(c, X, W, b, Y, M, K, N, relu, 0, &p));
     if (p) {
         if (b)
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
@@ -133,13 +157,18 @@ dqn_status cuda_linear_fwd(dqn_backend *be, const float *X, const float *W, cons
     CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, CUDA_R_32F, K, X,
                               CUDA_R_32F, K, &zero, Y, CUDA_R_32F, N, c->compute,
                               CUBLAS_GEMM_DEFAULT));
-    if (b) {
+    if (b || relu) {
         size_t total = (size_t)M * (size_t)N;
-        k_add_bias<<<cuda_blocks(c, total, CUDA_THREADS), CUDA_THREADS, 0, c->stream>>>(
-            Y, b, (size_t)M, N);
+        k_bias_act<<<cuda_blocks(c, total, CUDA_THREADS), CUDA_THREADS, 0, c->stream>>>(
+            Y, b, (size_t)M, N, relu);
         LAUNCH_CHECK();
     }
     return DQN_OK;
+}
+
+dqn_status cuda_linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b, float *Y,
+                           int M, int K, int N) {
+    return cuda_linear_act_fwd(be, X, W, b, Y, M, K, N, DQN_ACT_NONE);
 }
 
 dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
@@ -158,6 +187,19 @@ dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, cons
         CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, W, CUDA_R_32F,
                                   K, dY, CUDA_R_32F, N, &zero, dX, CUDA_R_32F, K, c->compute,
                                   CUBLAS_GEMM_DEFAULT));
+    /* dW and db in one cublasLt GEMM when it has a BGRADB kernel for the shape */
+    if (dW && db) {
+        cuda_lt_plan *p = NULL;
+        DQN_TRY(plan_get(c, X, dY, db, dW, M, K, N, 0, 1, &p));
+        if (p) {
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                        &db, sizeof db));
+            CUBLAS_CHECK(cublasLtMatmul(c->lt, p->desc, &one, X, p->a, dY, p->b, &zero, dW, p->c,
+                                        dW, p->c, &p->algo, c->workspace, CUDA_WORKSPACE_BYTES,
+                                        c->stream));
+            return DQN_OK;
+        }
+    }
     /* dW^T[K,N] = X^T[K,M] (dY^T[N,M])^T */
     if (dW)
         CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, X, CUDA_R_32F,

@@ -1,9 +1,7 @@
-/* The optimizer's ops: the global L2 norm (two passes, fixed tree), clip by norm, Adam with the
+/* The optimizer's ops: the global L2 norm (one launch, fixed tree), clip by norm, Adam with the
  * clip folded in, the target-network update and the step counter. Every scalar that changes
  * between graph replays (the norm, the step, the skip flag) is read on the device. */
 #include "backends/cuda/cuda_common.cuh"
-
-#define NORM_FINAL_THREADS 1024
 
 __device__ __forceinline__ float block_sum(float v, float *red) {
     red[threadIdx.x] = v;
@@ -15,20 +13,30 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
     return red[0];
 }
 
-__global__ void k_sumsq_partial(const float *x, size_t n, float *part) {
+/* One launch: each block writes its partial sum; the last block to finish (an integer counter,
+ * no float atomics) adds the partials in block order and resets the counter for the next op. */
+__global__ void k_l2_norm(const float *x, size_t n, float *part, unsigned *done, float *out) {
     __shared__ float red[CUDA_THREADS];
+    __shared__ bool last;
     float acc = 0.0f;
     GRID_STRIDE(i, n) acc += x[i] * x[i];
     float t = block_sum(acc, red);
-    if (threadIdx.x == 0) part[blockIdx.x] = t;
-}
-
-__global__ void k_sumsq_final(const float *part, unsigned P, float *out) {
-    __shared__ float red[NORM_FINAL_THREADS];
-    float acc = 0.0f;
-    for (unsigned p = threadIdx.x; p < P; p += NORM_FINAL_THREADS) acc += part[p];
-    float t = block_sum(acc, red);
-    if (threadIdx.x == 0) out[0] = sqrtf(t);
+    if (threadIdx.x == 0) {
+        part[blockIdx.x] = t;
+        __threadfence();
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    acc = 0.0f;
+    for (unsigned p = threadIdx.x; p < gridDim.x; p += blockDim.x) acc += ((volatile float *)part)[p];
+    __syncthreads();
+    t = block_sum(acc, red);
+    if (threadIdx.x == 0) {
+        out[0] = sqrtf(t);
+        *done = 0;
+    }
 }
 
 /* the clip factor min(1, max_norm / norm): 1 when disabled or when the norm is not finite */
@@ -80,9 +88,7 @@ dqn_status cuda_l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(out && (x || n == 0), "l2_norm: NULL pointer");
     unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* <= 16 per SM, far below the scratch */
-    k_sumsq_partial<<<P, CUDA_THREADS, 0, c->stream>>>(x, n, c->scratch);
-    LAUNCH_CHECK();
-    k_sumsq_final<<<1, NORM_FINAL_THREADS, 0, c->stream>>>(c->scratch, P, out);
+    k_l2_norm<<<P, CUDA_THREADS, 0, c->stream>>>(x, n, c->scratch, c->blocks_done, out);
     LAUNCH_CHECK();
     return DQN_OK;
 }

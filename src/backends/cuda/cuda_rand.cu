@@ -32,6 +32,59 @@ __global__ void k_gather_i32(const int32_t *src, const int32_t *idx, int32_t *ds
     }
 }
 
+/* One item per element of a sampled row (obs, next_obs, act, R, disc); every item recomputes its
+ * row's index (ten Philox rounds are cheaper than a second launch). */
+__global__ void k_sample_batch(dqn_sample_src s, dqn_sample_dst d, size_t B, uint64_t seed,
+                               const uint64_t *step) {
+    uint64_t base = *step * (uint64_t)B;
+    uint32_t sz = *s.size;
+    size_t o = (size_t)s.obs_dim, A = (size_t)s.D, W = 2 * o + A + 2;
+    GRID_STRIDE(e, B * W) {
+        size_t j = e / W, k = e % W;
+        size_t r = dqn_philox_below(seed, DQN_STREAM_REPLAY, base + j, sz);
+        if (k < o) d.x[j * o + k] = s.obs[r * o + k];
+        else if (k < 2 * o) d.xn[j * o + (k - o)] = s.next_obs[r * o + (k - o)];
+        else if (k < 2 * o + A) d.act[j * A + (k - 2 * o)] = s.act[r * A + (k - 2 * o)];
+        else if (k == 2 * o + A) {
+            d.R[j] = s.R[r];
+            d.idx[j] = (int32_t)r;
+        } else d.disc[j] = s.disc[r];
+    }
+}
+
+__global__ void k_rand_uniform_multi(dqn_draws dr, size_t total, uint64_t seed, const uint64_t *step) {
+    uint64_t t = *step;
+    GRID_STRIDE(e, total) {
+        size_t j = e;
+        int k = 0;
+        while (j >= dr.n[k]) j -= dr.n[k++];
+        dr.out[k][j] = dqn_philox_uniform(seed, dr.stream[k], t * dr.stride[k] + j);
+    }
+}
+
+dqn_status cuda_sample_batch(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
+                             int B, uint64_t seed, const uint64_t *step) {
+    CUDA_ARG(src && dst && step && src->size, "sample_batch: NULL argument");
+    CUDA_ARG(B > 0 && src->obs_dim > 0 && src->D > 0, "sample_batch: B=%d obs_dim=%d D=%d", B,
+             src->obs_dim, src->D);
+    size_t n = (size_t)B * (2 * (size_t)src->obs_dim + (size_t)src->D + 2);
+    LAUNCH_1D(k_sample_batch, n, *src, *dst, (size_t)B, seed, step);
+}
+
+dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
+                                   const uint64_t *step) {
+    CUDA_ARG(d && step, "rand_uniform_multi: NULL argument");
+    CUDA_ARG(d->count >= 0 && d->count <= DQN_MAX_DRAWS,
+             "rand_uniform_multi: count = %d, allowed 0..%d", d->count, DQN_MAX_DRAWS);
+    dqn_draws dr = *d;
+    size_t total = 0;
+    for (int k = 0; k < DQN_MAX_DRAWS; k++) {
+        if (k >= d->count) dr.n[k] = 0;
+        total += dr.n[k];
+    }
+    LAUNCH_1D(k_rand_uniform_multi, total, dr, total, seed, step);
+}
+
 dqn_status cuda_rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t seed, uint32_t stream,
                              const uint64_t *step, uint64_t stride) {
     CUDA_ARG(step, "rand_uniform: step is NULL");
