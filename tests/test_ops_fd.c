@@ -15,20 +15,10 @@
 
 static dqn_backend *be;
 
-/* ---- random inputs (splitmix64) ---- */
+/* ---- random inputs ---- */
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static uint64_t next_u64(void) {
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double unif(double lo, double hi) {
-    return lo + (hi - lo) * ((double)(next_u64() >> 11) * (1.0 / 9007199254740992.0));
-}
+#define TEST_RNG_SEED 0x9E3779B97F4A7C15ull
+#include "test_rng.h"
 
 static size_t below(size_t n) { return (size_t)(next_u64() % n); }
 
