@@ -888,6 +888,7 @@ int main(void) {
     test_linear(37, 19, 23, 1, 0);
     if (full) test_linear(8192, 256, 128, 0, 1);
     if (full) test_linear(4096, 256, 512, 1, 0);
+    if (full) test_linear(9000, 64, 3, 0, 0);   /* past BGRADB_MAX_ROWS: db by the column sum */
     test_elementwise(37, 0);
     if (full) test_elementwise(1000003, 1);
     test_gate(37, 13, 0);

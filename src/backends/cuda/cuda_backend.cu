@@ -164,8 +164,8 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, sizeof(unsigned)));
-    CUDA_CHECK(cudaMemsetAsync(c->blocks_done, 0, sizeof(unsigned), c->stream));
+    CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, CUDA_COUNTERS * sizeof(unsigned)));
+    CUDA_CHECK(cudaMemsetAsync(c->blocks_done, 0, CUDA_COUNTERS * sizeof(unsigned), c->stream));
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, CUDA_WORKSPACE_BYTES));

@@ -19,6 +19,8 @@ extern "C" {
 /* Scratch for the partial sums of two-pass reductions, fixed at start-up for the same reason. */
 #define CUDA_SCRATCH_FLOATS ((size_t)4 << 20)
 #define CUDA_LT_CACHE 64
+/* Counters of the single-launch reductions: [0] for l2_norm, [1 + strip] for column sums. */
+#define CUDA_COUNTERS 4097
 
 /* One cublasLt plan of linear_fwd, keyed by shape and by the alignment of each pointer (the
  * heuristic's choice depends on both). */
@@ -40,7 +42,7 @@ typedef struct {
     cublasComputeType_t compute;   /* 32F, or 32F_FAST_TF32 under DQN_MATH_TF32 */
     void *workspace;
     float *scratch;                /* CUDA_SCRATCH_FLOATS */
-    unsigned *blocks_done;         /* single-launch reductions: blocks finished (0 between ops) */
+    unsigned *blocks_done;         /* CUDA_COUNTERS: blocks finished per reduction (0 between ops) */
     cuda_lt_plan plans[CUDA_LT_CACHE];
     int n_plans;
 } cuda_impl;
@@ -100,7 +102,7 @@ static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
         return DQN_OK;                                                                           \
     } while (0)
 
-/* Column sums of a row-major [M, N] matrix, two-pass and deterministic (cuda_reduce.cu):
+/* Column sums of a row-major [M, N] matrix, one launch and deterministic (cuda_reduce.cu):
  * out1[j] = sum_m A[m,j]; with x, mean, rstd given (LayerNorm), also
  * out0[j] = sum_m A[m,j] * (x[m,j] - mean[m]) * rstd[m]. */
 dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *x, const float *mean,

@@ -1,6 +1,7 @@
-/* Column sums, two passes with a fixed reduction tree (no float atomics), so a replayed graph
- * gives bit-identical results: pass 1 sums row chunks of 32-column strips into scratch, pass 2
- * adds the chunks of each column in order. */
+/* Column sums in one launch with a fixed reduction tree (no float atomics), so a replayed graph
+ * gives bit-identical results: each block sums a row chunk of a 32-column strip into scratch; the
+ * last block of a strip to finish (an integer counter per strip) adds the strip's chunks in a
+ * fixed order and resets the counter. */
 #include "backends/cuda/cuda_common.cuh"
 
 #define CS_COLS 32
@@ -8,13 +9,14 @@
 #define CS_MAX_PARTS 256
 #define CS_MIN_ROWS_PER_PART 64
 
-__global__ void k_colsum_partial(const float *A, int M, int N, int chunk, const float *x,
-                                 const float *mean, const float *rstd, float *part0,
-                                 float *part1) {
+__global__ void k_colsum(const float *A, int M, int N, int chunk, const float *x, const float *mean,
+                         const float *rstd, float *part0, float *part1, unsigned *done,
+                         float *out0, float *out1) {
     __shared__ float s0[CS_ROWS][CS_COLS + 1], s1[CS_ROWS][CS_COLS + 1];
+    __shared__ bool last;
     int tx = threadIdx.x, ty = threadIdx.y;
     int col = blockIdx.x * CS_COLS + tx;
-    int p = blockIdx.y;
+    int p = blockIdx.y, P = gridDim.y;
     int r0 = p * chunk, r1 = min(M, r0 + chunk);
     float a0 = 0.0f, a1 = 0.0f;
     if (col < N) {
@@ -36,20 +38,33 @@ __global__ void k_colsum_partial(const float *A, int M, int N, int chunk, const 
         }
         part1[(size_t)p * N + col] = t1;
         if (x) part0[(size_t)p * N + col] = t0;
+        __threadfence();
     }
-}
-
-__global__ void k_colsum_final(const float *part0, const float *part1, int P, int N, float *out0,
-                               float *out1) {
-    GRID_STRIDE(j, N) {
-        float t0 = 0.0f, t1 = 0.0f;
-        for (int p = 0; p < P; p++) {
-            t1 += part1[(size_t)p * N + j];
-            if (out0) t0 += part0[(size_t)p * N + j];
+    __syncthreads();
+    if (tx == 0 && ty == 0) last = atomicAdd(&done[blockIdx.x], 1u) == (unsigned)P - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    a0 = a1 = 0.0f;
+    if (col < N) {
+        for (int q = ty; q < P; q += CS_ROWS) {
+            a1 += ((volatile float *)part1)[(size_t)q * N + col];
+            if (x) a0 += ((volatile float *)part0)[(size_t)q * N + col];
         }
-        out1[j] = t1;
-        if (out0) out0[j] = t0;
     }
+    s0[ty][tx] = a0;
+    s1[ty][tx] = a1;
+    __syncthreads();
+    if (ty == 0 && col < N) {
+        float t0 = 0.0f, t1 = 0.0f;
+        for (int k = 0; k < CS_ROWS; k++) {
+            t0 += s0[k][tx];
+            t1 += s1[k][tx];
+        }
+        out1[col] = t1;
+        if (x) out0[col] = t0;
+    }
+    if (tx == 0 && ty == 0) done[blockIdx.x] = 0;
 }
 
 dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *x, const float *mean,
@@ -69,12 +84,13 @@ dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *
         return DQN_ERR(DQN_ERR_UNSUPPORTED, "column sum: %d columns exceed the reduction scratch", N);
     int chunk = (M + P - 1) / P;
     float *part1 = c->scratch, *part0 = c->scratch + (size_t)P * N;
-    dim3 grid((unsigned)((N + CS_COLS - 1) / CS_COLS), (unsigned)P), block(CS_COLS, CS_ROWS);
-    k_colsum_partial<<<grid, block, 0, c->stream>>>(A, M, N, chunk, out0 ? x : NULL, mean, rstd,
-                                                    part0, part1);
-    LAUNCH_CHECK();
-    k_colsum_final<<<cuda_blocks(c, (size_t)N, CUDA_THREADS), CUDA_THREADS, 0, c->stream>>>(
-        part0, part1, P, N, out0, out1);
+    unsigned strips = (unsigned)((N + CS_COLS - 1) / CS_COLS);
+    if (strips > CUDA_COUNTERS - 1)
+        return DQN_ERR(DQN_ERR_UNSUPPORTED, "column sum: %d columns exceed the %d counters", N,
+                       CUDA_COUNTERS - 1);
+    dim3 grid(strips, (unsigned)P), block(CS_COLS, CS_ROWS);
+    k_colsum<<<grid, block, 0, c->stream>>>(A, M, N, chunk, out0 ? x : NULL, mean, rstd, part0,
+                                            part1, c->blocks_done + 1, out0, out1);
     LAUNCH_CHECK();
     return DQN_OK;
 }
