@@ -202,6 +202,14 @@ typedef struct dqn_ops {
     dqn_status (*graph_compose)(dqn_backend *be, void *const *children, int n, void **exec);
     dqn_status (*graph_launch)(dqn_backend *be, void *exec);
     void (*graph_destroy)(dqn_backend *be, void *graph_or_exec, int is_exec);
+
+    /* ---- host staging for the actor: pinned host memory (plain malloc on the CPU) and
+     * stream-ordered copies from / to it, capturable into a graph; the host must sync before it
+     * reads what d2h_async wrote. ---- */
+    dqn_status (*host_alloc)(dqn_backend *be, void **p, size_t bytes);  /* zero-filled */
+    void (*host_free)(dqn_backend *be, void *p);
+    dqn_status (*h2d_async)(dqn_backend *be, void *dst, const void *pinned_src, size_t bytes);
+    dqn_status (*d2h_async)(dqn_backend *be, void *pinned_dst, const void *src, size_t bytes);
 } dqn_ops;
 
 struct dqn_backend {

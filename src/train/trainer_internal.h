@@ -19,7 +19,13 @@ typedef struct {
     float *tau;        /* backend [n*K] */
     int32_t *act;      /* backend [n, D] */
     float *q;          /* backend [n, A] */
+    float *tau_mid;    /* backend [n*K]: the midpoints (k + 0.5) / K, for evaluation */
     uint64_t *step;    /* backend: acting steps so far (keys the taus) */
+    /* pinned host staging: one copy in, one copy out per step, no pageable transfers */
+    float *obs_pin, *q_pin;
+    int32_t *act_pin;
+    void *graph;       /* the captured acting step (backends with graphs; random taus, n rows) */
+    const float *graph_params;
 } dqn_actor;
 
 struct dqn_trainer {

@@ -3,6 +3,7 @@
  * The ops themselves live in the files beside this one, one concern each. */
 #include <stdlib.h>
 
+#include <string.h>
 #include "backends/cuda/cuda_common.cuh"
 
 const char *cuda_hint(cudaError_t e) {
@@ -74,6 +75,32 @@ static dqn_status cuda_d2h(dqn_backend *be, void *dst, const void *src, size_t b
     cudaStream_t s = cuda_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
+    return DQN_OK;
+}
+
+static dqn_status cuda_host_alloc(dqn_backend *be, void **p, size_t bytes) {
+    (void)be;
+    CUDA_ARG(p, "host_alloc: p is NULL");
+    *p = NULL;
+    CUDA_CHECK(cudaMallocHost(p, bytes ? bytes : 1));
+    memset(*p, 0, bytes ? bytes : 1);
+    return DQN_OK;
+}
+
+static void cuda_host_free(dqn_backend *be, void *p) {
+    (void)be;
+    if (p) cudaFreeHost(p);
+}
+
+static dqn_status cuda_h2d_async(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return DQN_OK;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_of(be)->stream));
+    return DQN_OK;
+}
+
+static dqn_status cuda_d2h_async(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes == 0) return DQN_OK;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cuda_of(be)->stream));
     return DQN_OK;
 }
 
@@ -153,6 +180,10 @@ static const dqn_ops cuda_ops = {
     cuda_graph_compose,
     cuda_graph_launch,
     cuda_graph_destroy,
+    cuda_host_alloc,
+    cuda_host_free,
+    cuda_h2d_async,
+    cuda_d2h_async,
 };
 
 /* ---- construction ---- */
