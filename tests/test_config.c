@@ -440,7 +440,8 @@ static void test_presets(void) {
     dqn_config_defaults(&def);
     CHECK_OK(dqn_config_preset(&c, "cartpole"));
     CHECK(strcmp(c.env, "cartpole") == 0 && c.n_tau == 8 && c.batch_size == 32 &&
-              c.train_freq == 2 && c.lr == def.lr && c.d == def.d, "cartpole preset");
+              c.train_freq == 2 && c.lr == 5e-4 && c.target_period == 1000 && c.d == def.d,
+          "cartpole preset");
     CHECK_OK(dqn_config_preset(&c, "acrobot"));
     CHECK(strcmp(c.env, "acrobot") == 0 && c.gamma == 0.99 && c.steps == 100000 && c.n_step == 1 &&
               c.lr == 6.3e-4 && c.target_period == 250, "acrobot preset");
