@@ -3,7 +3,7 @@
 
 int main(void) {
     for (uint64_t seed = 1; seed <= 3; seed++) {
-        double m = learn_until("cartpole", seed, 100000, 10000, 20, 475.0);
+        double m = learn_until("cartpole", seed, 100000, 5000, 20, 475.0);
         CHECK(m >= 475.0, "cartpole seed %llu: best eval mean %.1f < 475",
               (unsigned long long)seed, m);
     }
