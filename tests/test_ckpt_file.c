@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "crc_ref.h"
 #include "core/ckpt_file.h"
 #include "core/crc32.h"
 #include "dqn.h"
@@ -22,15 +23,7 @@ static uint64_t next_u64(void) {
     return rng;
 }
 
-/* One bit at a time over the reflected polynomial: the definition, not the table. */
-static uint32_t crc32_bitwise(const unsigned char *p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
+#define crc32_bitwise(p, n) crc_bitwise(0xedb88320u, (p), (n))
 
 static void test_crc32(void) {
     CHECK(dqn_crc32("123456789", 9) == 0xcbf43926u, "check value %08x", dqn_crc32("123456789", 9));

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "crc_ref.h"
 #include "core/tfevents.h"
 #include "dqn.h"
 
@@ -20,15 +21,7 @@ static uint64_t next_u64(void) {
     return rng;
 }
 
-/* One bit at a time over the reflected Castagnoli polynomial: the definition, not the table. */
-static uint32_t crc32c_bitwise(const unsigned char *p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
+#define crc32c_bitwise(p, n) crc_bitwise(0x82f63b78u, (p), (n))
 
 static void test_crc32c(void) {
     CHECK(dqn_crc32c("123456789", 9) == 0xe3069283u, "check value %08x",
