@@ -44,7 +44,7 @@ SRCS := $(shell find src -name '*.c' -not -path 'src/backends/cuda/*' | sort)
 CU_SRCS := $(shell find src/backends/cuda -name '*.cu' 2>/dev/null | sort)
 ifeq ($(CUDA),1)
   CFLAGS += -DDQN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-  NVFLAGS := -O3 -arch=$(CUDA_ARCH) -std=c++17 -Iinclude -Isrc -DDQN_HAVE_CUDA=1 \
+  NVFLAGS := -O3 -arch=$(CUDA_ARCH) -std=c++20 -Iinclude -Isrc -DDQN_HAVE_CUDA=1 \
              -Xcompiler -fPIC,-Wall,-Wextra,-Werror -Werror all-warnings --expt-relaxed-constexpr -MMD -MP
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
   OBJS_CU := $(patsubst src/%.cu,$(BUILD)/obj/%.o,$(CU_SRCS))
