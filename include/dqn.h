@@ -82,6 +82,7 @@ typedef struct {
     char health[DQN_CFG_STR];       /* off | detect | guard */
     double guard_scale;
     double guard_floor;
+    char fault[512];                /* "SLOT:UPDATE:nan|inf|huge[,...]": fault injection (tests) */
 } dqn_config;
 
 void dqn_config_defaults(dqn_config *c);
@@ -133,6 +134,73 @@ dqn_status dqn_trainer_evaluate(dqn_trainer *t, int episodes, uint64_t seed, dou
                                 double *std, double *returns_out);
 /* Losses of every update so far are appended here when non-NULL (tests of resume use it). */
 void dqn_trainer_record_losses(dqn_trainer *t, double *buf, size_t cap, size_t *count);
+
+/* ---- numerical health (SPEC 4; docs/health.md) ---- */
+typedef struct {
+    const char *name;        /* "phi" */
+    const char *stage;       /* sample | forward | target | loss | backward | optimizer */
+    const char *buffer;      /* what it holds, with its shape */
+    size_t elements;         /* checked per update */
+    int guarded;             /* a clamp point in guard mode */
+    const char *bound_from;  /* the ISV entry its bound is guard_scale times */
+} dqn_health_slot_info;
+
+typedef struct {
+    /* the last update of the copy */
+    uint32_t nonfinite, nan, guarded;
+    const char *event;       /* NULL, "nan", "+inf", "-inf" or "out of range" */
+    float max_abs, rms, mean_abs, bound;
+    /* since the run started */
+    uint64_t nonfinite_total, guarded_total, events_total;
+    int64_t first_event_update;   /* -1: none */
+    float max_abs_total;
+} dqn_health_slot_stats;
+
+typedef struct {
+    int slot;                /* -1: no event yet */
+    const char *slot_name, *stage, *kind;
+    int64_t update;          /* the update counter during it (the first update is 0) */
+    float value;             /* the first non-finite value, or the largest |x| out of range */
+    float bound;
+    uint32_t count;          /* non-finite elements */
+    uint64_t index;          /* first non-finite element (UINT64_MAX for out of range) */
+} dqn_health_event;
+
+typedef struct {
+    int64_t env_steps;       /* env steps when the copy was taken */
+    uint64_t updates, skipped, rolled_back, guarded_updates;
+    int n_slots, n_isv;
+    const dqn_health_slot_stats *slots;   /* [n_slots], in execution order */
+    const float *isv;                     /* [n_isv] */
+    dqn_health_event event;               /* the run's first event */
+} dqn_health_report;
+
+/* The slot table and ISV names of a config's model (works with health off too). */
+typedef struct dqn_health_layout dqn_health_layout;
+dqn_status dqn_health_layout_create(const dqn_config *c, dqn_health_layout **out);
+void dqn_health_layout_destroy(dqn_health_layout *h);
+int dqn_health_layout_slots(const dqn_health_layout *h, const dqn_health_slot_info **slots);
+int dqn_health_layout_isv(const dqn_health_layout *h, const char *const **names);
+/* A trainer's own (NULL with health off); owned by the trainer. */
+const dqn_health_layout *dqn_trainer_health_layout(const dqn_trainer *t);
+
+/* The health state: each call starts an asynchronous copy and returns the one the previous call
+ * started (so the step never waits); sync = 1 waits for a fresh copy instead. The report's arrays
+ * belong to the trainer and stay valid until the next call. DQN_ERR_UNSUPPORTED with health off. */
+dqn_status dqn_trainer_health_poll(dqn_trainer *t, int sync, dqn_health_report *out);
+/* Write the first event's update (the state it started from, its batch, the config) to path for
+ * `dqn health --replay`. DQN_ERR_ARG if there has been no event. */
+dqn_status dqn_trainer_health_save_event(dqn_trainer *t, const char *path);
+
+/* Re-run the update saved at path on device ("" = the run's own) in the run's health mode (detect
+ * if it was off): the replay's report, the saved event, the replayed model's layout. */
+typedef struct dqn_health_replay dqn_health_replay;
+dqn_status dqn_health_replay_run(const char *path, const char *device, dqn_health_replay **out);
+const dqn_health_report *dqn_health_replay_report(const dqn_health_replay *r);
+const dqn_health_event *dqn_health_replay_saved(const dqn_health_replay *r);
+const dqn_health_layout *dqn_health_replay_layout(const dqn_health_replay *r);
+const dqn_config *dqn_health_replay_config(const dqn_health_replay *r);
+void dqn_health_replay_destroy(dqn_health_replay *r);
 
 /* ---- inference-only policy ---- */
 typedef struct dqn_policy dqn_policy;

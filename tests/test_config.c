@@ -62,6 +62,7 @@ static const struct {
     {FIELD(health), "detect"},
     {FIELD(guard_scale), "1e+08"},
     {FIELD(guard_floor), "123.456"},
+    {FIELD(fault), "phi:100:nan,grad.in.W:0:huge,loss:7:inf"},
 };
 enum { NKEYS = (int)(sizeof keys / sizeof keys[0]) };
 
@@ -146,7 +147,7 @@ static void test_typed_values(void) {
     CHECK(c.batch_size == 64 && c.buffer_size == 50000 && c.learning_starts == 1000 &&
               c.train_freq == 1 && c.updates_per_round == 1, "replay defaults");
     CHECK(c.eps_start == 1 && c.eps_end == 0.05 && c.eps_fraction == 0.2, "epsilon defaults");
-    CHECK(strcmp(c.health, "off") == 0 && c.guard_scale == 1e6 && c.guard_floor == 1e3,
+    CHECK(strcmp(c.health, "guard") == 0 && c.fault[0] == 0 && c.guard_scale == 1e6 && c.guard_floor == 1e3,
           "health defaults");
     CHECK_OK(dqn_config_validate(&c));
 
@@ -239,6 +240,15 @@ static void test_set_errors(void) {
     expect_bad("env", "", "cartpole|acrobot|mountaincar");
     expect_bad("device", "tpu", "auto|cpu|cuda");
     expect_bad("health", "on", "off|detect|guard");
+    expect_bad("fault", "phi", "SLOT:UPDATE:nan|inf|huge");
+    expect_bad("fault", "phi:1", "SLOT:UPDATE:nan|inf|huge");
+    expect_bad("fault", "phi:x:nan", "SLOT:UPDATE:nan|inf|huge");
+    expect_bad("fault", "phi:-1:nan", "SLOT:UPDATE:nan|inf|huge");
+    expect_bad("fault", "phi:1:NaN", "SLOT:UPDATE:nan|inf|huge");
+    expect_bad("fault", ":1:nan", "SLOT:UPDATE:nan|inf|huge");
+    expect_bad("fault", "phi:1:nan,", "SLOT:UPDATE:nan|inf|huge");
+    expect_bad("fault", "phi:1:nan,,z:2:inf", "SLOT:UPDATE:nan|inf|huge");
+    expect_bad("fault", "phi:99999999999999999999:nan", "SLOT:UPDATE:nan|inf|huge");
     expect_bad("target_mode", "Mean", "mean|independent");
     expect_bad("save_replay", "yes", "expected true, false, 1 or 0");
     expect_bad("save_replay", "2", "true, false, 1 or 0");

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dqn.h"
+#include "health/health_block.h"
 
 #define DQN_MAX_BRANCHES 16
 
@@ -171,6 +172,34 @@ typedef struct dqn_ops {
                                 int period, float tau, const uint64_t *step);
     /* *step += 1 */
     dqn_status (*step_incr)(dqn_backend *be, uint64_t *step);
+
+    /* ---- numerical health (SPEC 4; semantics in health/health_block.h) ---- */
+    /* Build a plan (copies its descriptor into backend memory): outside the update step. */
+    dqn_status (*health_plan)(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
+    void (*health_plan_free)(dqn_backend *be, void *plan);
+    /* Run a plan, in order: its ALWAYS copies; each check, with the bound
+     * b = max(guard_scale * isv[isv_bound], guard_floor) read before the op: count the non-finite
+     * elements (NaN apart) and the first one's index and value, the largest finite |x|, the RMS and
+     * mean |x| of the finite elements; event = NaN | +Inf | -Inf | (max |x| > b) | none; with
+     * guard and guard_mode, NaN and +-Inf become 0 and finite x are clamped to +-b (counted in
+     * guarded). Then per check: cur[slot] = those figures; tot[slot] accumulates; when the check
+     * had no event, the ISV entries isv_scale (max |x|) and isv_stat (RMS or mean |x|) take the
+     * sample: v = sample if v is 0 (unset) and sample > 0, else decay * v + (1 - decay) * sample
+     * if v is set; skip and an event in guard_mode set blk->skip. A commit plan then finds the
+     * first slot below n_slots with an event this update; if blk->event is unset it records it,
+     * runs the ON_FREEZE copies and sets frozen; in guard_mode an event at rollback_slot runs the
+     * ON_ROLLBACK copies; it counts updates, skipped / rolled back / guarded updates and clears
+     * blk->skip. Deterministic: the same inputs give the same bits. */
+    dqn_status (*health_check)(dqn_backend *be, const void *plan);
+    /* if (*step == at) x[n / 2] = NaN (kind 1), +Inf (2) or 1e30 (3): fault injection */
+    dqn_status (*health_fault)(dqn_backend *be, float *x, size_t n, const uint64_t *step,
+                               uint64_t at, int kind);
+    /* A fence in the stream: wait returns once everything issued before record has finished
+     * (the host's read of a d2h_async copy). No-ops on backends that run ops eagerly. */
+    dqn_status (*fence_create)(dqn_backend *be, void **fence);
+    void (*fence_destroy)(dqn_backend *be, void *fence);
+    dqn_status (*fence_record)(dqn_backend *be, void *fence);
+    dqn_status (*fence_wait)(dqn_backend *be, void *fence);
 
     /* ---- random numbers (shared Philox header); the counter base is (*step) * stride ---- */
     /* out[j] = dqn_philox_uniform(seed, stream, (*step) * stride + j), j < n */

@@ -91,9 +91,37 @@ void cli_progress_update(cli_progress *p, const dqn_train_stats *st, double rate
 /* End a pending live line so that what follows starts on its own line. */
 void cli_progress_end(cli_progress *p);
 
+/* ---- the health files of a run directory (src/cli/health_files.c) ---- */
+typedef struct {
+    const char *dir;
+    const dqn_health_layout *layout;   /* NULL: health is off, nothing is written */
+    FILE *slots, *isv;
+    uint64_t last_updates;
+    int rows, announced;
+} cli_health;
+
+int cli_health_open(cli_health *h, const char *dir, const dqn_health_layout *layout);
+/* Poll the trainer's health (sync: a fresh copy) and append the rows; the first event gets one
+ * log line, health_event.json and health_event.bin. */
+int cli_health_row(cli_health *h, dqn_trainer *t, cli_progress *p, int sync);
+int cli_health_close(cli_health *h);
+/* "update U, slot "S" (stage): ..." */
+void cli_health_describe(char *buf, size_t cap, const dqn_health_event *e);
+
+/* ---- a line chart as an SVG file (src/cli/svg.c) ---- */
+typedef struct {
+    const char *name;
+    const double *x, *y;
+    int n;
+} cli_svg_series;
+/* Points with a non-finite x or y (and y <= 0 on a log axis) are left out. */
+int cli_svg_chart(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                  int logy, const cli_svg_series *series, int n_series);
+
 /* ---- subcommands ---- */
 int cli_train(int argc, char **argv);
 int cli_eval(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+int cli_health_cmd(int argc, char **argv);
 
 #endif

@@ -36,7 +36,8 @@ static void usage(FILE *f) {
             "  train    train an agent into a run directory; resume one (dqn train --help)\n"
             "  eval     greedy evaluation of a checkpoint (dqn eval --help)\n"
             "  bench    time the training loop through the public API (dqn bench --help)\n"
-            "  health   report on a run directory's numerical health (not implemented yet)\n"
+            "  health   a run's numerical health, the slot table, the replay of a bad update\n"
+            "           (dqn health --help)\n"
             "\n"
             "  dqn --help | --version\n"
             "\n"
@@ -58,9 +59,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "train") == 0) return cli_train(argc - 2, argv + 2);
     if (strcmp(cmd, "eval") == 0) return cli_eval(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return cli_bench(argc - 2, argv + 2);
-    if (strcmp(cmd, "health") == 0)
-        return cli_error(CLI_USAGE, "\"dqn health\" (a run directory's health report) is not "
-                                    "implemented yet; it is a later issue");
+    if (strcmp(cmd, "health") == 0) return cli_health_cmd(argc - 2, argv + 2);
     char q[80];
     snprintf(q, sizeof q, "%s", cmd);
     return cli_error(CLI_USAGE, "unknown command \"%s\" (expected train, eval, bench or health; "

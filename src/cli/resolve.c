@@ -30,10 +30,21 @@ int cli_build_config(const cli_flags *f, const char *const *own, dqn_config *c) 
     }
     if ((s = dqn_config_preset(c, env)) != DQN_OK) return cli_fail_status(s);
     if (file && (s = dqn_config_load_file(c, file->value)) != DQN_OK) return cli_fail_status(s);
+    char faults[sizeof c->fault] = "";   /* --fault may be repeated: the items add up */
     for (int i = 0; i < f->n; i++) {
         const cli_flag *fl = &f->v[i];
         if (!fl->value || is_own(fl, own) || cli_flag_is(fl, "config")) continue;
-        if ((s = dqn_config_set(c, fl->key, fl->value)) != DQN_OK) return cli_fail_status(s);
+        const char *v = fl->value;
+        if (cli_flag_is(fl, "fault") && faults[0] && fl->value[0]) {
+            size_t n = strlen(faults);
+            if (n + 1 + strlen(fl->value) >= sizeof faults)
+                return cli_error(CLI_USAGE, "bad value for fault: the --fault items exceed %zu "
+                                            "characters", sizeof faults - 1);
+            snprintf(faults + n, sizeof faults - n, ",%s", fl->value);
+            v = faults;
+        }
+        if ((s = dqn_config_set(c, fl->key, v)) != DQN_OK) return cli_fail_status(s);
+        if (cli_flag_is(fl, "fault")) snprintf(faults, sizeof faults, "%s", c->fault);
     }
     if ((s = dqn_config_validate(c)) != DQN_OK) return cli_fail_status(s);
     return CLI_OK;

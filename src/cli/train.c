@@ -124,6 +124,11 @@ static int run(dqn_trainer *t, const dqn_config *c) {
     const char *dir = c->run_dir;
     cli_metrics metrics;
     if (cli_metrics_open(&metrics, dir)) return CLI_FAIL;
+    cli_health health;
+    if (cli_health_open(&health, dir, dqn_trainer_health_layout(t))) {
+        cli_metrics_close(&metrics);
+        return CLI_FAIL;
+    }
     dqn_train_stats st;
     dqn_trainer_stats(t, &st);
     int64_t log = c->log_interval, every = c->checkpoint_interval, total = c->steps;
@@ -151,6 +156,7 @@ static int run(dqn_trainer *t, const dqn_config *c) {
         if (st.env_steps >= next_log || st.env_steps >= total) {
             double rate = (double)(st.env_steps - last_step) / fmax(now - last_t, 1e-9);
             rc = cli_metrics_row(&metrics, &st, now - p.t0, rate);
+            if (!rc) rc = cli_health_row(&health, t, &p, 0);
             cli_progress_update(&p, &st, rate);
             last_t = now;
             last_step = st.env_steps;
@@ -163,8 +169,11 @@ static int run(dqn_trainer *t, const dqn_config *c) {
         }
     }
     catch_sigint(0);
+    if (!rc) rc = cli_health_row(&health, t, &p, 1);   /* the last interval, read now */
     cli_progress_end(&p);
-    int closed = cli_metrics_close(&metrics);
+    int closed = cli_health_close(&health);
+    if (!rc) rc = closed;
+    closed = cli_metrics_close(&metrics);
     if (!rc) rc = closed;
     double wall_s = cli_now() - p.t0;
     if (!rc && saved_at != st.env_steps) rc = save(t, dir);

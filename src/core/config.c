@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "core/error.h"
+#include "health/health.h"
 
 typedef enum { T_INT, T_INT64, T_UINT64, T_DOUBLE, T_STRING, T_ENUM, T_BOOL } cfg_type;
 static const char *const type_name[] = {"int", "int64", "uint64", "double", "string", "enum",
@@ -53,6 +54,8 @@ static int branches_ok(const char *s) {
     int sizes[DQN_CFG_MAX_BRANCHES], n;
     return dqn_config_parse_branches(s, sizes, &n);
 }
+#define FAULT_EXPECT \
+    "\"\" or SLOT:UPDATE:nan|inf|huge items joined by ',', e.g. phi:100:nan"
 #define BRANCHES_EXPECT "\"\" or 1..16 comma-separated sizes in [2, 64], e.g. 3,5,5"
 
 static const cfg_row rows[] = {
@@ -106,12 +109,16 @@ static const cfg_row rows[] = {
     CFG_DOUBLE(eps_end, 0, 1, "0.05", "exploration epsilon after the decay"),
     CFG_DOUBLE(eps_fraction, 0, 1, "0.2", "fraction of steps over which epsilon decays linearly"),
     /* health */
-    CFG_ENUM(health, "off|detect|guard", "off",
-             "numerical health: off, detect non-finite stages, or also guard them (detect and "
-             "guard are not built yet)"),
+    CFG_ENUM(health, "off|detect|guard", "guard",
+             "numerical health: off; detect (record every slot, report the first bad one); "
+             "guard (also clamp the guarded gradients, skip a non-finite update, roll back bad "
+             "parameters)"),
     CFG_DOUBLE(guard_scale, 1, 1e30, "1e6",
                "guard bound = max(guard_scale * running scale, guard_floor)"),
     CFG_DOUBLE(guard_floor, 1e-3, 1e30, "1e3", "least guard bound (covers unset running scales)"),
+    CFG_STRING(fault, dqn_fault_spec_ok, FAULT_EXPECT, "",
+               "fault injection: poison slot SLOT at update UPDATE (the first is 0) with a NaN, "
+               "+Inf or 1e30; --fault may be repeated"),
 };
 enum { NROWS = (int)(sizeof rows / sizeof rows[0]) };
 

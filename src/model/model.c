@@ -73,6 +73,7 @@ static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, in
     DQN_TRY(falloc(be, &w->dphi, R * d));
     DQN_TRY(falloc(be, &w->dh, (size_t)B * d));
     DQN_TRY(falloc(be, &w->dh2, (size_t)B * d));
+    for (int l = 0; l < L->arch.grn_blocks; l++) DQN_TRY(falloc(be, &w->dh_in[l], (size_t)B * d));
     DQN_TRY(falloc(be, &w->dr, (size_t)B * d));
     DQN_TRY(falloc(be, &w->de, (size_t)B * d));
     DQN_TRY(falloc(be, &w->dg, (size_t)B * 2 * d));
@@ -88,10 +89,17 @@ static void bwd_free(dqn_backend *be, dqn_bwd *w) {
 
 /* ---------------------------------------------------------------- forward */
 
+/* Health slot written: faults and inline checks (model_health.c); nothing without a model. */
+#define SLOT(hm, field, buf, n)                                                          \
+    do {                                                                                 \
+        if ((hm) && (hm)->h.mode != DQN_HEALTH_OFF)                                      \
+            DQN_TRY(dqn_model_health_slot((hm), (hm)->h.tab.field, (buf), (size_t)(n))); \
+    } while (0)
+
 dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
-                       const float *tau, dqn_fwd *f, int B, int T) {
+                       const float *tau, dqn_fwd *f, int B, int T, dqn_model *hm) {
     const dqn_arch *a = &L->arch;
-    int d = a->d, H = a->head_hidden, R = B * T;
+    int d = a->d, H = a->head_hidden, R = B * T, A = a->br.A;
     /* trunk: h0 = W_in x + b_in; GRN blocks */
     DQN_TRY(OPS->linear_fwd(be, x, P + L->in.W, P + L->in.b, f->h[0], B, a->obs_dim, d));
     for (int l = 0; l < a->grn_blocks; l++) {
@@ -102,44 +110,54 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
         DQN_TRY(OPS->gate_fwd(be, f->h[l], f->g[l], f->r[l], B, d));
         DQN_TRY(OPS->layernorm_fwd(be, f->r[l], P + g->gamma, P + g->beta, f->h[l + 1],
                                    f->mean[l], f->rstd[l], B, d));
+        SLOT(hm, grn_out[l], f->h[l + 1], (size_t)B * d);
     }
     const float *h = f->h[a->grn_blocks];
     /* IQN: phi = ReLU(W_phi cos(pi k tau) + b_phi), z = h * phi */
     DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
     DQN_TRY(OPS->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
                                 DQN_ACT_RELU));
+    SLOT(hm, phi, f->phi, (size_t)R * d);
     DQN_TRY(OPS->mul_bcast_fwd(be, h, f->phi, f->z, B, T, d));
+    SLOT(hm, z, f->z, (size_t)R * d);
     const float *u = f->z;
     if (a->bottleneck > 0) {
         DQN_TRY(OPS->concat_bcast_fwd(be, f->z, h, f->cat, B, T, d));
+        SLOT(hm, cat, f->cat, (size_t)R * 2 * d);
         DQN_TRY(OPS->linear_act_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d,
                                     a->bottleneck, DQN_ACT_RELU));
+        SLOT(hm, bn_out, f->u, (size_t)R * a->bottleneck);
         u = f->u;
     }
     /* dueling heads */
     DQN_TRY(OPS->linear_act_fwd(be, u, P + L->v1.W, P + L->v1.b, f->hv, R, L->u, H, DQN_ACT_RELU));
     DQN_TRY(OPS->linear_fwd(be, f->hv, P + L->v2.W, P + L->v2.b, f->V, R, H, 1));
+    SLOT(hm, value, f->V, R);
     DQN_TRY(OPS->linear_act_fwd(be, u, P + L->a1.W, P + L->a1.b, f->ha, R, L->u, H, DQN_ACT_RELU));
-    DQN_TRY(OPS->linear_fwd(be, f->ha, P + L->a2.W, P + L->a2.b, f->Adv, R, H, a->br.A));
-    return OPS->dueling_fwd(be, f->V, f->Adv, f->Z, R, &a->br);
+    DQN_TRY(OPS->linear_fwd(be, f->ha, P + L->a2.W, P + L->a2.b, f->Adv, R, H, A));
+    SLOT(hm, adv, f->Adv, (size_t)R * A);
+    DQN_TRY(OPS->dueling_fwd(be, f->V, f->Adv, f->Z, R, &a->br));
+    SLOT(hm, Z, f->Z, (size_t)R * A);
+    return DQN_OK;
 }
 
 /* ---------------------------------------------------------------- backward */
 
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                         const dqn_fwd *f, dqn_bwd *w, float *G, int B, int T,
-                        float head_grad_clip) {
+                        float head_grad_clip, dqn_model *hm) {
     const dqn_arch *a = &L->arch;
-    int d = a->d, H = a->head_hidden, R = B * T, U = L->u;
+    int d = a->d, H = a->head_hidden, R = B * T, U = L->u, A = a->br.A;
     const float *u = a->bottleneck > 0 ? f->u : f->z;
     DQN_TRY(OPS->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
+    SLOT(hm, d_value, w->dV, R);
+    SLOT(hm, d_adv, w->dAdv, (size_t)R * A);
     if (head_grad_clip > 0) {
         /* SPEC 4: clip the whole-batch L2 norm of d_value_logits and d_adv_logits */
         DQN_TRY(OPS->l2_norm(be, w->dV, (size_t)R, w->norms));
         DQN_TRY(OPS->clip_by_norm(be, w->dV, (size_t)R, w->norms, head_grad_clip));
-        DQN_TRY(OPS->l2_norm(be, w->dAdv, (size_t)R * a->br.A, w->norms + 1));
-        DQN_TRY(OPS->clip_by_norm(be, w->dAdv, (size_t)R * a->br.A, w->norms + 1,
-                                  head_grad_clip));
+        DQN_TRY(OPS->l2_norm(be, w->dAdv, (size_t)R * A, w->norms + 1));
+        DQN_TRY(OPS->clip_by_norm(be, w->dAdv, (size_t)R * A, w->norms + 1, head_grad_clip));
     }
     /* value head, then advantage head; their input gradients add up in du */
     DQN_TRY(OPS->linear_bwd(be, f->hv, P + L->v2.W, w->dV, w->dhv, G + L->v2.W, G + L->v2.b,
@@ -148,44 +166,54 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     DQN_TRY(OPS->linear_bwd(be, u, P + L->v1.W, w->dhv, w->du, G + L->v1.W, G + L->v1.b, R, U,
                             H));
     DQN_TRY(OPS->linear_bwd(be, f->ha, P + L->a2.W, w->dAdv, w->dha, G + L->a2.W, G + L->a2.b,
-                            R, H, a->br.A));
+                            R, H, A));
     DQN_TRY(OPS->relu_bwd(be, f->ha, w->dha, w->dha, (size_t)R * H));
     DQN_TRY(OPS->linear_bwd(be, u, P + L->a1.W, w->dha, w->du2, G + L->a1.W, G + L->a1.b, R,
                             U, H));
     DQN_TRY(OPS->axpy(be, 1.0f, w->du2, w->du, (size_t)R * U));
     /* bottleneck: du -> dcat -> (dz, dh from the h half of the concat) */
-    const float *dz = w->du;
+    float *dz = w->du;
     const float *h = f->h[a->grn_blocks];
     if (a->bottleneck > 0) {
         DQN_TRY(OPS->relu_bwd(be, f->u, w->du, w->du, (size_t)R * U));
         DQN_TRY(OPS->linear_bwd(be, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W,
                                 G + L->bn.b, R, 2 * d, U));
+        SLOT(hm, d_concat, w->dcat, (size_t)R * 2 * d);
         DQN_TRY(OPS->fill(be, w->dh2, 0.0f, (size_t)B * d));
         DQN_TRY(OPS->concat_bcast_bwd(be, w->dcat, w->dz, w->dh2, B, T, d));
         dz = w->dz;
     }
+    SLOT(hm, d_z, dz, (size_t)R * d);
     /* z = h * phi: the IQN path hands dh to the trunk */
     DQN_TRY(OPS->mul_bcast_bwd(be, h, f->phi, dz, w->dh, w->dphi, B, T, d));
     if (a->bottleneck > 0) DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh, (size_t)B * d));
+    SLOT(hm, d_trunk, w->dh, (size_t)B * d);
     DQN_TRY(OPS->relu_bwd(be, f->phi, w->dphi, w->dphi, (size_t)R * d));
     DQN_TRY(OPS->linear_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W, G + L->phi.b,
                             R, a->n_cos, d));
-    /* trunk, last block first; dh holds the gradient w.r.t. the block's output */
+    /* trunk, last block first: block l's output gradient in, its input gradient to dh_in[l] */
+    const float *dout = w->dh;
     for (int l = a->grn_blocks - 1; l >= 0; l--) {
         const dqn_grn_offsets *g = &L->grn[l];
-        DQN_TRY(OPS->layernorm_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], w->dh,
+        DQN_TRY(OPS->layernorm_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], dout,
                                    w->dr, G + g->gamma, G + g->beta, B, d));
         /* residual: the gradient w.r.t. h is dr (into dh2) plus the gate path's */
         DQN_TRY(OPS->gate_bwd(be, f->g[l], w->dr, w->dh2, w->dg, B, d));
         DQN_TRY(OPS->linear_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b,
                                 B, d, 2 * d));
         DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
-        DQN_TRY(OPS->linear_bwd(be, f->h[l], P + g->a.W, w->de, w->dh, G + g->a.W, G + g->a.b,
-                                B, d, d));
-        DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh, (size_t)B * d));
+        DQN_TRY(OPS->linear_bwd(be, f->h[l], P + g->a.W, w->de, w->dh_in[l], G + g->a.W,
+                                G + g->a.b, B, d, d));
+        DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh_in[l], (size_t)B * d));
+        SLOT(hm, grn_din[l], w->dh_in[l], (size_t)B * d);
+        dout = w->dh_in[l];
     }
-    return OPS->linear_bwd(be, x, P + L->in.W, w->dh, NULL, G + L->in.W, G + L->in.b, B,
-                           a->obs_dim, d);
+    DQN_TRY(OPS->linear_bwd(be, x, P + L->in.W, dout, NULL, G + L->in.W, G + L->in.b, B,
+                            a->obs_dim, d));
+    if (hm && hm->h.mode != DQN_HEALTH_OFF)
+        for (int k = 0; k < L->n_tensors; k++)
+            SLOT(hm, grad[k], G + L->t[k].offset, L->t[k].size);
+    return DQN_OK;
 }
 
 /* ---------------------------------------------------------------- model */
@@ -221,13 +249,14 @@ dqn_status dqn_model_create(dqn_model *m, dqn_backend *be, const dqn_arch *arch,
     DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_sel, B, uc->K));
     DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_tgt, B, uc->Nt));
     DQN_TRY(bwd_alloc(be, &m->L, &m->bw, B, uc->N));
-    return DQN_OK;
+    return dqn_model_health_create(m);
 }
 
 void dqn_model_destroy(dqn_model *m) {
     dqn_backend *be = m->be;
     if (!be) return;
     if (m->graph_exec && be->ops->graph_destroy) be->ops->graph_destroy(be, m->graph_exec, 1);
+    dqn_model_health_destroy(m);
     void *bufs[] = {m->params, m->target, m->grads, m->adam_m, m->adam_v, m->step, m->gnorm,
                     m->loss, m->idx, m->x, m->xn, m->R, m->disc, m->act, m->astar, m->tau,
                     m->tau_t, m->tau_k, m->y};
@@ -256,83 +285,132 @@ dqn_status dqn_model_init_weights(dqn_model *m, uint64_t seed) {
     return OPS->h2d(be, m->step, &zero, sizeof zero);
 }
 
-dqn_status dqn_model_loss_grad(dqn_model *m) {
+/* ---------------------------------------------------------------- the update's stages */
+
+/* Stage 1, forward: the online net on x (N taus; the pass the health slots watch), the online net
+ * on x' (K taus) for the double-DQN argmax, the target net on x' (N' taus). */
+static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
     const dqn_layout *L = &m->L;
-    const dqn_branches *br = &L->arch.br;
     int B = c->B;
-    /* double DQN: the online net on x' (K taus) picks a*, the target net on x' scores it */
-    DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K));
-    DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
-    DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt));
+    SLOT(hm, obs, m->x, (size_t)B * L->arch.obs_dim);
+    DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N, hm));
+    DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, NULL));
+    DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, &L->arch.br));
+    return dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, NULL);
+}
+
+/* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ. */
+static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
+    dqn_backend *be = m->be;
+    const dqn_update_cfg *c = &m->ucfg;
+    const dqn_branches *br = &m->L.arch.br;
+    int B = c->B;
     DQN_TRY(OPS->iqn_targets(be, m->f_tgt.Z, m->astar, m->R, m->disc, m->y, B, c->Nt, br,
                              c->mode));
-    DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N));
+    SLOT(hm, y, m->y, (size_t)B * (c->mode == DQN_TARGET_MEAN ? 1 : br->D) * c->Nt);
     DQN_TRY(OPS->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, NULL, m->loss, m->bw.dZ,
                                 NULL, B, c->N, c->Nt, br, c->mode, c->kappa));
-    return dqn_backward(be, L, m->params, m->x, &m->f_on, &m->bw, m->grads, B, c->N,
-                        c->head_grad_clip);
+    SLOT(hm, loss, m->loss, 1);
+    if (hm) DQN_TRY(dqn_model_health_fwd(m));
+    SLOT(hm, dZ, m->bw.dZ, (size_t)B * c->N * br->A);
+    return DQN_OK;
+}
+
+/* Stage 3, backward of the online pass on x. */
+static dqn_status stage_backward(dqn_model *m, dqn_model *hm) {
+    const dqn_update_cfg *c = &m->ucfg;
+    return dqn_backward(m->be, &m->L, m->params, m->x, &m->f_on, &m->bw, m->grads, c->B, c->N,
+                        c->head_grad_clip, hm);
+}
+
+/* Stage 4, optimizer: the global norm, Adam (skipped on the device when health says so), the
+ * commit of the health checks, the target update, the counter. */
+static dqn_status stage_optimizer(dqn_model *m, dqn_model *hm) {
+    dqn_backend *be = m->be;
+    const dqn_update_cfg *c = &m->ucfg;
+    size_t n = m->L.n_params;
+    DQN_TRY(OPS->l2_norm(be, m->grads, n, m->gnorm));
+    SLOT(hm, grad_norm, m->gnorm, 1);
+    if (hm) DQN_TRY(dqn_model_health_bwd(m));
+    const int32_t *skip = hm && m->h.mode == DQN_HEALTH_GUARD ? &m->h.blk->skip : NULL;
+    DQN_TRY(OPS->adam(be, m->params, m->grads, m->adam_m, m->adam_v, n, c->lr, c->beta1,
+                      c->beta2, c->adam_eps, c->weight_decay, m->gnorm, c->grad_clip, m->step,
+                      skip));
+    SLOT(hm, params, m->params, n);
+    if (hm) DQN_TRY(dqn_model_health_commit(m));
+    DQN_TRY(OPS->target_update(be, m->target, m->params, n, c->tau_target > 0 ? 0 : c->target_period,
+                               c->tau_target, m->step));
+    return OPS->step_incr(be, m->step);
+}
+
+dqn_status dqn_model_loss_grad(dqn_model *m) {
+    DQN_TRY(stage_forward(m, NULL));
+    DQN_TRY(stage_iqn(m, NULL));
+    return stage_backward(m, NULL);
 }
 
 /* Sampling and taus: every draw is keyed by the update counter, so replays draw fresh numbers. */
-static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
-    dqn_backend *be = m->be;
+static dqn_status record_taus(dqn_model *m) {
     const dqn_update_cfg *c = &m->ucfg;
     int B = c->B;
-    const dqn_sample_src src = {rv->obs, rv->next_obs, rv->R, rv->disc, rv->act, rv->size,
-                                m->L.arch.obs_dim, m->L.arch.br.D};
-    const dqn_sample_dst dst = {m->idx, m->act, m->x, m->xn, m->R, m->disc};
-    DQN_TRY(OPS->sample_batch(be, &src, &dst, B, c->seed, m->step));
     size_t nN = (size_t)B * c->N, nT = (size_t)B * c->Nt, nK = (size_t)B * c->K;
     const dqn_draws taus = {3,
                             {m->tau, m->tau_t, m->tau_k},
                             {nN, nT, nK},
                             {DQN_STREAM_TAU_ONLINE, DQN_STREAM_TAU_TARGET, DQN_STREAM_TAU_SELECT},
                             {nN, nT, nK}};
-    return OPS->rand_uniform_multi(be, &taus, c->seed, m->step);
+    return m->be->ops->rand_uniform_multi(m->be, &taus, c->seed, m->step);
 }
 
-static dqn_status record_optimizer(dqn_model *m) {
+static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
-    const dqn_update_cfg *c = &m->ucfg;
-    size_t n = m->L.n_params;
-    DQN_TRY(OPS->l2_norm(be, m->grads, n, m->gnorm));
-    DQN_TRY(OPS->adam(be, m->params, m->grads, m->adam_m, m->adam_v, n, c->lr, c->beta1,
-                      c->beta2, c->adam_eps, c->weight_decay, m->gnorm, c->grad_clip, m->step,
-                      NULL));
-    DQN_TRY(OPS->target_update(be, m->target, m->params, n, c->tau_target > 0 ? 0 : c->target_period,
-                               c->tau_target, m->step));
-    return OPS->step_incr(be, m->step);
+    const dqn_sample_src src = {rv->obs, rv->next_obs, rv->R, rv->disc, rv->act, rv->size,
+                                m->L.arch.obs_dim, m->L.arch.br.D};
+    const dqn_sample_dst dst = {m->idx, m->act, m->x, m->xn, m->R, m->disc};
+    DQN_TRY(OPS->sample_batch(be, &src, &dst, m->ucfg.B, m->ucfg.seed, m->step));
+    return record_taus(m);
 }
+
+typedef dqn_status (*stage_fn)(dqn_model *, dqn_model *);
+static const stage_fn stages[] = {stage_forward, stage_iqn, stage_backward, stage_optimizer};
+enum { N_STAGES = (int)(sizeof stages / sizeof stages[0]) };
 
 static dqn_status record_update(dqn_model *m, const dqn_replay_view *rv) {
-    DQN_TRY(record_sample(m, rv));
-    DQN_TRY(dqn_model_loss_grad(m));
-    return record_optimizer(m);
+    dqn_model *hm = m->h.mode != DQN_HEALTH_OFF ? m : NULL;
+    if (rv) DQN_TRY(record_sample(m, rv));
+    else DQN_TRY(record_taus(m));
+    for (int k = 0; k < N_STAGES; k++) DQN_TRY(stages[k](m, hm));
+    return DQN_OK;
+}
+
+dqn_status dqn_model_update_loaded(dqn_model *m) { return record_update(m, NULL); }
+
+/* The capture of the update: one child graph per stage (the sampling goes with the forward), composed
+ * into one executable graph. */
+static dqn_status capture_update(dqn_model *m, const dqn_replay_view *rv) {
+    dqn_backend *be = m->be;
+    dqn_model *hm = m->h.mode != DQN_HEALTH_OFF ? m : NULL;
+    void *child[N_STAGES] = {NULL};
+    dqn_status s = DQN_OK;
+    int k = 0;
+    for (; k < N_STAGES && s == DQN_OK; k++) {
+        if ((s = OPS->capture_begin(be)) != DQN_OK) break;
+        if (k == 0) s = record_sample(m, rv);
+        if (s == DQN_OK) s = stages[k](m, hm);
+        dqn_status e = OPS->capture_end(be, &child[k]);
+        if (s == DQN_OK) s = e;
+    }
+    if (s == DQN_OK) s = OPS->graph_compose(be, child, N_STAGES, &m->graph_exec);
+    for (int j = 0; j < N_STAGES; j++)
+        if (child[j]) OPS->graph_destroy(be, child[j], 0);
+    return s;
 }
 
 dqn_status dqn_model_update(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
     if (!OPS->capture_begin) return record_update(m, rv);
-    if (!m->graph_exec) {
-        /* stages as child graphs: sample+forward+loss, backward is inside loss_grad, optimizer */
-        void *child[2] = {NULL, NULL};
-        DQN_TRY(OPS->capture_begin(be));
-        dqn_status s = record_sample(m, rv);
-        if (s == DQN_OK) s = dqn_model_loss_grad(m);
-        dqn_status e = OPS->capture_end(be, &child[0]);
-        DQN_TRY(s);
-        DQN_TRY(e);
-        DQN_TRY(OPS->capture_begin(be));
-        s = record_optimizer(m);
-        e = OPS->capture_end(be, &child[1]);
-        DQN_TRY(s);
-        DQN_TRY(e);
-        s = OPS->graph_compose(be, child, 2, &m->graph_exec);
-        OPS->graph_destroy(be, child[0], 0);
-        OPS->graph_destroy(be, child[1], 0);
-        DQN_TRY(s);
-    }
+    if (!m->graph_exec) DQN_TRY(capture_update(m, rv));
     return OPS->graph_launch(be, m->graph_exec);
 }

@@ -3,6 +3,7 @@
 #ifndef DQN_MODEL_MODEL_H
 #define DQN_MODEL_MODEL_H
 #include "backends/backend.h"
+#include "health/health.h"
 #include "model/layout.h"
 
 /* Activations of one forward pass over B samples x T taus (R = B*T rows); kept for backward. */
@@ -31,7 +32,8 @@ typedef struct {
     float *du, *du2;                 /* [R, u] */
     float *dcat;                     /* [R, 2d] */
     float *dz, *dphi;                /* [R, d] */
-    float *dh, *dh2;                 /* [B, d] */
+    float *dh, *dh2;                 /* [B, d]: dh from the IQN path to the trunk; scratch */
+    float *dh_in[DQN_MAX_GRN];       /* [B, d] gradient w.r.t. GRN block l's input */
     float *dr, *de;                  /* [B, d] */
     float *dg;                       /* [B, 2d] */
     float *norms;                    /* [2] head-gradient norms (value, advantage) */
@@ -45,7 +47,27 @@ typedef struct {
     int target_period;
     float tau_target;
     uint64_t seed;
+    /* numerical health (SPEC 4) */
+    dqn_health_mode health;
+    float guard_scale, guard_floor;
+    const char *fault;               /* fault spec (health/health.h) or NULL; read at create */
 } dqn_update_cfg;
+
+/* The health subsystem's part of a model (model_health.c); empty when health is off. */
+typedef struct {
+    dqn_health_mode mode;
+    dqn_health_table tab;
+    dqn_fault faults[DQN_HEALTH_MAX_FAULTS];
+    int n_faults;
+    dqn_health_block *blk;           /* backend memory */
+    /* the state at the start of the update (backup) and its copy frozen at the first event (snap):
+     * params, target, adam_m, adam_v, the ISV, then the batch x, xn, R, disc, act */
+    unsigned char *backup, *snap;
+    size_t off_params, off_target, off_m, off_v, off_isv, off_x, off_xn, off_R, off_disc, off_act,
+        snap_bytes;
+    void *plan_fwd, *plan_heads, *plan_dcat, *plan_dtrunk, *plan_dtrunk_out, *plan_bwd,
+        *plan_commit;
+} dqn_model_health;
 
 typedef struct {
     dqn_backend *be;
@@ -64,6 +86,7 @@ typedef struct {
     float *y;                        /* [B, D, Nt] */
     dqn_fwd f_on, f_sel, f_tgt;      /* online on x; online on x' (K taus); target on x' */
     dqn_bwd bw;
+    dqn_model_health h;
     void *graph_exec;                /* captured update (backends with graphs) */
 } dqn_model;
 
@@ -75,15 +98,17 @@ dqn_status dqn_model_init_weights(dqn_model *m, uint64_t seed);
 
 dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B, int T);
 void dqn_fwd_free(dqn_backend *be, dqn_fwd *f);
-/* Z [B*T, A] of the net with parameters P on x [B, obs] and taus [B*T]. */
+/* Z [B*T, A] of the net with parameters P on x [B, obs] and taus [B*T]. hm: the model whose
+ * health slots this pass fills (its online pass on x), else NULL. */
 dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
-                       const float *tau, dqn_fwd *f, int B, int T);
-/* Gradients of the loss w.r.t. P into G, given dZ in bw->dZ, for the pass f on x. */
+                       const float *tau, dqn_fwd *f, int B, int T, dqn_model *hm);
+/* Gradients of the loss w.r.t. P into G, given dZ in bw->dZ, for the pass f on x; hm as above. */
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                         const dqn_fwd *f, dqn_bwd *bw, float *G, int B, int T,
-                        float head_grad_clip);
+                        float head_grad_clip, dqn_model *hm);
 
-/* The loss and gradients of one batch already in m->x .. m->tau_k (no sampling, no optimizer). */
+/* The loss and gradients of one batch already in m->x .. m->tau_k (no sampling, no optimizer,
+ * no health checks). */
 dqn_status dqn_model_loss_grad(dqn_model *m);
 
 typedef struct {
@@ -95,5 +120,21 @@ typedef struct {
 /* One whole update: sample, taus, forwards, loss, backward, clip, Adam, target sync, step++.
  * On a backend with graphs, the first call captures it and later calls replay the graph. */
 dqn_status dqn_model_update(dqn_model *m, const dqn_replay_view *rv);
+/* The same update on the batch already in m->x, xn, act, R, disc (taus drawn from the counter),
+ * run eagerly: `dqn health --replay` re-runs a recorded update with it. */
+dqn_status dqn_model_update_loaded(dqn_model *m);
+
+/* ---- health (model_health.c) ---- */
+dqn_status dqn_model_health_create(dqn_model *m);
+void dqn_model_health_destroy(dqn_model *m);
+/* Zero the block and mark every "none" (event slot -1, first event updates -1). */
+dqn_status dqn_model_health_reset(dqn_model *m);
+/* A slot's buffer was just written: inject its faults; run the inline check it triggers. */
+dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n);
+/* The checks at the end of the forward (with the state backup), after the gradient norm, and
+ * after the optimizer (with the commit). No-ops when health is off. */
+dqn_status dqn_model_health_fwd(dqn_model *m);
+dqn_status dqn_model_health_bwd(dqn_model *m);
+dqn_status dqn_model_health_commit(dqn_model *m);
 
 #endif

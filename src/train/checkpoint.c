@@ -2,6 +2,7 @@
  * the container of core/ckpt_file.h (versioned header, CRC32, written to .tmp then renamed). */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,11 @@ dqn_status dqn_trainer_save(const dqn_trainer *t, const char *path) {
         venv_save(&t->venv, venv);
         dqn_nstep_state_save(&t->nstep, nstep);
     }
+    dqn_health_block *hb = NULL;   /* the ISV, counters and first event (SPEC 4) */
+    if (s == DQN_OK && t->model.h.blk) {
+        if (!(hb = malloc(sizeof *hb))) s = DQN_ERR(DQN_ERR_NOMEM, "checkpoint");
+        else s = o->d2h(be, hb, t->model.h.blk, sizeof *hb);
+    }
     size_t rb = t->cfg.save_replay ? dqn_replay_bytes(&t->replay) : 0;
     if (s == DQN_OK && rb) {
         if (!(replay = malloc(rb))) s = DQN_ERR(DQN_ERR_NOMEM, "replay copy (%zu bytes)", rb);
@@ -106,9 +112,10 @@ dqn_status dqn_trainer_save(const dqn_trainer *t, const char *path) {
     if (s == DQN_OK) s = dqn_ckpt_writer_add(w, "envs", venv, vb);
     if (s == DQN_OK) s = dqn_ckpt_writer_add(w, "nstep", nstep, nb);
     if (s == DQN_OK && rb) s = dqn_ckpt_writer_add(w, "replay", replay, rb);
+    if (s == DQN_OK && hb) s = dqn_ckpt_writer_add(w, "health", hb, sizeof *hb);
     if (s == DQN_OK) s = dqn_ckpt_writer_write(w, path);
     dqn_ckpt_writer_destroy(w);
-    free(cfg); free(params); free(venv); free(nstep); free(replay);
+    free(cfg); free(params); free(venv); free(nstep); free(replay); free(hb);
     return s;
 }
 
@@ -161,6 +168,13 @@ dqn_status dqn_trainer_load(const char *path, const char *device, dqn_trainer **
     if (s == DQN_OK && dqn_ckpt_reader_has(r, "replay")) {
         if ((s = section(r, path, "replay", dqn_replay_bytes(&t->replay), &p)) == DQN_OK)
             s = dqn_replay_import(&t->replay, p, k.replay_pos, k.replay_size);
+    }
+    if (s == DQN_OK && t->model.h.blk && dqn_ckpt_reader_has(r, "health")) {
+        if ((s = section(r, path, "health", sizeof(dqn_health_block), &p)) == DQN_OK)
+            s = be->ops->h2d(be, t->model.h.blk, p, sizeof(dqn_health_block));
+        int32_t frozen = 0;
+        if (s == DQN_OK) memcpy(&frozen, (const char *)p + offsetof(dqn_health_block, frozen), 4);
+        t->health.snap_lost = frozen != 0;
     }
     if (s == DQN_OK) s = be->ops->h2d(be, t->model.step, &k.model_step, sizeof k.model_step);
     if (s == DQN_OK) s = be->ops->h2d(be, t->actor.step, &k.actor_step, sizeof k.actor_step);

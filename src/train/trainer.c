@@ -43,7 +43,7 @@ dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env_type *env, dq
     return DQN_OK;
 }
 
-static void update_cfg_of(const dqn_config *c, dqn_update_cfg *u) {
+void dqn_update_cfg_of(const dqn_config *c, dqn_update_cfg *u) {
     memset(u, 0, sizeof *u);
     u->B = c->batch_size;
     u->N = c->n_tau;
@@ -61,11 +61,16 @@ static void update_cfg_of(const dqn_config *c, dqn_update_cfg *u) {
     u->target_period = c->target_period;
     u->tau_target = (float)c->tau_target;
     u->seed = c->seed;
+    dqn_health_mode_parse(c->health, &u->health);   /* validated with the config */
+    u->guard_scale = (float)c->guard_scale;
+    u->guard_floor = (float)c->guard_floor;
+    u->fault = c->fault;
 }
 
 void dqn_trainer_destroy(dqn_trainer *t) {
     if (!t) return;
     dqn_actor_destroy(&t->actor, t->be);
+    dqn_trainer_health_free(t);
     dqn_model_destroy(&t->model);
     dqn_replay_destroy(&t->replay);
     dqn_nstep_destroy(&t->nstep);
@@ -83,10 +88,6 @@ dqn_status dqn_trainer_create(const dqn_config *c, dqn_trainer **out) {
     const dqn_env_type *env = dqn_env_find(c->env);
     if (!env) return dqn_error_user(DQN_ERR_ARG, "unknown env \"%s\" (expected %s)", c->env,
                                     dqn_env_names());
-    if (strcmp(c->health, "off") != 0)
-        return dqn_error_user(DQN_ERR_UNSUPPORTED,
-                              "--health %s: the numerical-health subsystem is not built yet "
-                              "(only --health off runs)", c->health);
     dqn_trainer *t = calloc(1, sizeof *t);
     if (!t) return DQN_ERR(DQN_ERR_NOMEM, "trainer");
     t->cfg = *c;
@@ -96,9 +97,10 @@ dqn_status dqn_trainer_create(const dqn_config *c, dqn_trainer **out) {
     if (s != DQN_OK) goto fail;
     if ((s = dqn_arch_from_config(c, env, &t->arch)) != DQN_OK) goto fail;
     dqn_update_cfg uc;
-    update_cfg_of(c, &uc);
+    dqn_update_cfg_of(c, &uc);
     if ((s = dqn_model_create(&t->model, t->be, &t->arch, &uc)) != DQN_OK) goto fail;
     if ((s = dqn_model_init_weights(&t->model, c->seed)) != DQN_OK) goto fail;
+    if ((s = dqn_trainer_health_init(t)) != DQN_OK) goto fail;
     int D = t->arch.br.D, obs = env->obs_dim;
     if ((s = dqn_replay_create(&t->replay, t->be, c->buffer_size, obs, D)) != DQN_OK) goto fail;
     if ((s = dqn_nstep_create(&t->nstep, c->num_envs, c->n_step, obs, D, c->gamma)) != DQN_OK)

@@ -28,6 +28,34 @@ typedef struct {
     const float *graph_params;
 } dqn_actor;
 
+/* The slot table as the public API shows it. */
+struct dqn_health_layout {
+    dqn_health_table tab;
+    dqn_health_slot_info info[DQN_HEALTH_MAX_SLOTS];
+    const char *isv[DQN_HEALTH_MAX_ISV];
+};
+void dqn_health_layout_fill(dqn_health_layout *h, const dqn_health_table *tab);
+/* A block read back from the backend, as a report (stats and isv are the report's storage). */
+void dqn_health_report_fill(const dqn_health_layout *h, const dqn_health_block *blk,
+                            dqn_health_slot_stats *stats, float *isv, int64_t env_steps,
+                            dqn_health_report *out);
+
+/* The trainer's side of the health subsystem: the asynchronous read of the block. */
+typedef struct {
+    dqn_health_layout layout;
+    void *fence;
+    dqn_health_block *pin[2];        /* pinned host copies, alternating */
+    int64_t pin_steps[2];
+    int next;                        /* the buffer the next copy goes to */
+    int pending;                     /* a copy is in flight in pin[next ^ 1] */
+    int snap_lost;                   /* resumed after the first event: its snapshot is gone */
+    dqn_health_slot_stats stats[DQN_HEALTH_MAX_SLOTS];
+    float isv[DQN_HEALTH_MAX_ISV];
+} dqn_trainer_health;
+
+dqn_status dqn_trainer_health_init(dqn_trainer *t);
+void dqn_trainer_health_free(dqn_trainer *t);
+
 struct dqn_trainer {
     dqn_config cfg;
     dqn_backend *be;
@@ -38,6 +66,7 @@ struct dqn_trainer {
     dqn_nstep nstep;
     dqn_vecenv venv;
     dqn_actor actor;
+    dqn_trainer_health health;
     int32_t *actions;         /* host [n_envs, D] */
     float *q_host;            /* host [n_envs, A] */
     float *prev_obs;          /* host [n_envs, obs] */
@@ -62,6 +91,8 @@ dqn_status dqn_actor_greedy(dqn_actor *a, dqn_backend *be, const dqn_layout *L, 
 
 /* Open a backend by the config's device key ("cpu", "cuda", "auto"). */
 dqn_status dqn_backend_open(const char *device, const char *math, int threads, dqn_backend **out);
+/* The model's update settings from a config. */
+void dqn_update_cfg_of(const dqn_config *c, dqn_update_cfg *u);
 /* Architecture of a config on an env (branches from the config or the env). */
 dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env_type *env, dqn_arch *a);
 

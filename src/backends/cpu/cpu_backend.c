@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu.h"
 #include "backends/cpu/gemm.h"
 #include "core/error.h"
 #include "dqn_philox.h"
@@ -684,6 +685,14 @@ static const dqn_ops cpu_ops = {
     .adam = adam,
     .target_update = target_update,
     .step_incr = step_incr,
+    .health_plan = dqn_cpu_health_plan,
+    .health_plan_free = dqn_cpu_health_plan_free,
+    .health_check = dqn_cpu_health_check,
+    .health_fault = dqn_cpu_health_fault,
+    .fence_create = dqn_cpu_fence_create,
+    .fence_destroy = dqn_cpu_fence_destroy,
+    .fence_record = dqn_cpu_fence_noop,
+    .fence_wait = dqn_cpu_fence_noop,
     .rand_uniform = rand_uniform,
     .rand_index = rand_index,
     .gather_f32 = gather_f32,

@@ -168,6 +168,16 @@ dqn_status cuda_target_update(dqn_backend *be, float *dst, const float *src, siz
                               float tau, const uint64_t *step);
 dqn_status cuda_step_incr(dqn_backend *be, uint64_t *step);
 
+dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
+void cuda_health_plan_free(dqn_backend *be, void *plan);
+dqn_status cuda_health_check(dqn_backend *be, const void *plan);
+dqn_status cuda_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,
+                             uint64_t at, int kind);
+dqn_status cuda_fence_create(dqn_backend *be, void **fence);
+void cuda_fence_destroy(dqn_backend *be, void *fence);
+dqn_status cuda_fence_record(dqn_backend *be, void *fence);
+dqn_status cuda_fence_wait(dqn_backend *be, void *fence);
+
 dqn_status cuda_rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t seed, uint32_t stream,
                              const uint64_t *step, uint64_t stride);
 dqn_status cuda_rand_index(dqn_backend *be, int32_t *idx, size_t n, uint64_t seed, uint32_t stream,

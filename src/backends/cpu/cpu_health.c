@@ -1,0 +1,201 @@
+/* The numerical-health ops on the CPU backend (semantics: backends/backend.h, health_check). The
+ * reference the CUDA kernels are checked against; sums of squares and of |x| run in double. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/cpu.h"
+#include "core/error.h"
+
+typedef struct {
+    dqn_hplan_desc d;   /* checks and copies point into the arrays below */
+    dqn_hcheck *checks;
+    dqn_hcopy *copies;
+} cpu_plan;
+
+dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan) {
+    (void)be;
+    *plan = NULL;
+    if (!desc || !desc->blk || !desc->step)
+        return DQN_ERR(DQN_ERR_ARG, "health_plan: NULL block or step");
+    if (desc->n_checks < 0 || desc->n_copies < 0 || desc->n_slots > DQN_HEALTH_MAX_SLOTS)
+        return DQN_ERR(DQN_ERR_ARG, "health_plan: %d checks, %d copies, %d slots", desc->n_checks,
+                       desc->n_copies, desc->n_slots);
+    for (int i = 0; i < desc->n_checks; i++) {
+        const dqn_hcheck *c = &desc->checks[i];
+        if (c->slot < 0 || c->slot >= DQN_HEALTH_MAX_SLOTS || c->isv_bound < 0 ||
+            c->isv_bound >= DQN_HEALTH_MAX_ISV || c->isv_scale >= DQN_HEALTH_MAX_ISV ||
+            c->isv_stat >= DQN_HEALTH_MAX_ISV || (c->n && !c->x))
+            return DQN_ERR(DQN_ERR_ARG, "health_plan: check %d (slot %d) is malformed", i, c->slot);
+    }
+    cpu_plan *p = calloc(1, sizeof *p);
+    if (!p) return DQN_ERR(DQN_ERR_NOMEM, "health plan");
+    p->d = *desc;
+    p->checks = calloc((size_t)desc->n_checks + 1, sizeof *p->checks);
+    p->copies = calloc((size_t)desc->n_copies + 1, sizeof *p->copies);
+    if (!p->checks || !p->copies) {
+        free(p->checks);
+        free(p->copies);
+        free(p);
+        return DQN_ERR(DQN_ERR_NOMEM, "health plan");
+    }
+    if (desc->n_checks) memcpy(p->checks, desc->checks, (size_t)desc->n_checks * sizeof *p->checks);
+    if (desc->n_copies) memcpy(p->copies, desc->copies, (size_t)desc->n_copies * sizeof *p->copies);
+    p->d.checks = p->checks;
+    p->d.copies = p->copies;
+    *plan = p;
+    return DQN_OK;
+}
+
+void dqn_cpu_health_plan_free(dqn_backend *be, void *plan) {
+    (void)be;
+    cpu_plan *p = plan;
+    if (!p) return;
+    free(p->checks);
+    free(p->copies);
+    free(p);
+}
+
+static void run_copies(const dqn_hplan_desc *d, int when) {
+    for (int i = 0; i < d->n_copies; i++)
+        if (d->copies[i].when == when && d->copies[i].bytes)
+            memcpy(d->copies[i].dst, d->copies[i].src, d->copies[i].bytes);
+}
+
+static void isv_feed(float *v, float sample, float decay) {
+    if (!isfinite(sample)) return;
+    if (*v == 0.0f) {
+        if (sample > 0.0f) *v = sample;
+    } else {
+        *v = decay * *v + (1.0f - decay) * sample;
+    }
+}
+
+static void check_one(const dqn_hplan_desc *d, const dqn_hcheck *c) {
+    dqn_health_block *blk = d->blk;
+    float bound = fmaxf(d->guard_scale * blk->isv[c->isv_bound], d->guard_floor);
+    int guard = c->guard && d->guard_mode;
+    uint32_t nonfinite = 0, nan_count = 0, guarded = 0;
+    uint64_t first = DQN_HEALTH_NO_INDEX;
+    float first_value = 0.0f, maxabs = 0.0f;
+    double sumsq = 0.0, sumabs = 0.0;
+    for (size_t i = 0; i < c->n; i++) {
+        float v = c->x[i];
+        if (!isfinite(v)) {
+            nonfinite++;
+            if (isnan(v)) nan_count++;
+            if (first == DQN_HEALTH_NO_INDEX) {
+                first = i;
+                first_value = v;
+            }
+            if (guard) {
+                c->x[i] = 0.0f;
+                guarded++;
+            }
+            continue;
+        }
+        float a = fabsf(v);
+        if (a > maxabs) maxabs = a;
+        sumsq += (double)v * (double)v;
+        sumabs += (double)a;
+        if (guard && a > bound) {
+            c->x[i] = copysignf(bound, v);
+            guarded++;
+        }
+    }
+    size_t finite = c->n - nonfinite;
+    dqn_hslot_cur *cur = &blk->cur[c->slot];
+    cur->nonfinite = nonfinite;
+    cur->nan = nan_count;
+    cur->guarded = guarded;
+    cur->maxabs = maxabs;
+    cur->rms = finite ? (float)sqrt(sumsq / (double)finite) : 0.0f;
+    cur->meanabs = finite ? (float)(sumabs / (double)finite) : 0.0f;
+    cur->bound = bound;
+    cur->first_index = first;
+    cur->first_value = first_value;
+    cur->event = nan_count ? DQN_EVENT_NAN
+                 : nonfinite ? (first_value > 0 ? DQN_EVENT_POSINF : DQN_EVENT_NEGINF)
+                 : maxabs > bound ? DQN_EVENT_RANGE
+                                  : DQN_EVENT_NONE;
+    dqn_hslot_tot *tot = &blk->tot[c->slot];
+    tot->nonfinite += nonfinite;
+    tot->guarded += guarded;
+    if (maxabs > tot->maxabs) tot->maxabs = maxabs;
+    if (cur->event) {
+        if (tot->events == 0) tot->first_event_update = (int64_t)*d->step;
+        tot->events++;
+        if (c->skip && d->guard_mode) blk->skip = 1;
+        return;
+    }
+    if (c->isv_scale >= 0) isv_feed(&blk->isv[c->isv_scale], maxabs, d->decay);
+    if (c->isv_stat >= 0 && c->stat != DQN_HSTAT_NONE)
+        isv_feed(&blk->isv[c->isv_stat], c->stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
+                 d->decay);
+}
+
+static void commit(const dqn_hplan_desc *d) {
+    dqn_health_block *blk = d->blk;
+    int first = -1, any_guarded = 0;
+    for (int s = 0; s < d->n_slots; s++) {
+        if (first < 0 && blk->cur[s].event) first = s;
+        if (blk->cur[s].guarded) any_guarded = 1;
+    }
+    if (first >= 0 && blk->event.slot < 0) {
+        const dqn_hslot_cur *c = &blk->cur[first];
+        blk->event.slot = first;
+        blk->event.kind = c->event;
+        blk->event.update = (int64_t)*d->step;
+        blk->event.value = c->event == DQN_EVENT_RANGE ? c->maxabs : c->first_value;
+        blk->event.bound = c->bound;
+        blk->event.count = c->nonfinite;
+        blk->event.index = c->first_index;
+        run_copies(d, DQN_HCOPY_ON_FREEZE);
+        blk->frozen = 1;
+    }
+    int rolled = 0;
+    if (d->guard_mode && d->rollback_slot >= 0 && blk->cur[d->rollback_slot].event) {
+        run_copies(d, DQN_HCOPY_ON_ROLLBACK);
+        blk->rolled_back++;
+        rolled = 1;
+    }
+    if (blk->skip || rolled) blk->skipped++;
+    if (any_guarded) blk->guarded_updates++;
+    blk->updates++;
+    blk->skip = 0;
+}
+
+dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
+    (void)be;
+    const cpu_plan *p = plan;
+    if (!p) return DQN_ERR(DQN_ERR_ARG, "health_check: NULL plan");
+    const dqn_hplan_desc *d = &p->d;
+    run_copies(d, DQN_HCOPY_ALWAYS);
+    for (int i = 0; i < d->n_checks; i++) check_one(d, &d->checks[i]);
+    if (d->commit) commit(d);
+    return DQN_OK;
+}
+
+dqn_status dqn_cpu_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,
+                                uint64_t at, int kind) {
+    (void)be;
+    if (!x || !step || n == 0 || kind < 1 || kind > 3)
+        return DQN_ERR(DQN_ERR_ARG, "health_fault: x %p, n %zu, kind %d", (void *)x, n, kind);
+    if (*step == at) x[n / 2] = kind == 1 ? NAN : kind == 2 ? INFINITY : 1e30f;
+    return DQN_OK;
+}
+
+dqn_status dqn_cpu_fence_create(dqn_backend *be, void **fence) {
+    (void)be;
+    *fence = NULL;
+    return DQN_OK;
+}
+void dqn_cpu_fence_destroy(dqn_backend *be, void *fence) {
+    (void)be;
+    (void)fence;
+}
+dqn_status dqn_cpu_fence_noop(dqn_backend *be, void *fence) {
+    (void)be;
+    (void)fence;
+    return DQN_OK;
+}

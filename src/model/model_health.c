@@ -1,0 +1,280 @@
+/* The numerical-health wiring of the update (SPEC 4): which buffer each slot of the table
+ * (health/slots.c) checks, where in the update, with which guard; the state backup that
+ * `dqn health --replay` and the guard's rollback use. Checks are batched into few plans (one op
+ * each): the forward's slots at the end of the IQN stage, the heads' gradients inline (the head
+ * clip rescales them next), the other backward slots after the gradient norm, the parameters with
+ * the commit. In guard mode the clamp points run inline, where SPEC 4 puts them. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/model.h"
+
+#define OPS (be->ops)
+
+static dqn_hcheck check_of(const dqn_model *m, int slot, float *x, size_t n) {
+    const dqn_health_table *t = &m->h.tab;
+    dqn_hcheck c;
+    memset(&c, 0, sizeof c);
+    c.x = x;
+    c.n = n;
+    c.slot = slot;
+    c.isv_bound = t->slot[slot].bound_isv;
+    c.isv_scale = t->i_scale + slot;
+    c.isv_stat = -1;
+    c.guard = t->slot[slot].guard;
+    return c;
+}
+
+static void feed(dqn_hcheck *c, int isv, int stat) {
+    c->isv_stat = isv;
+    c->stat = isv >= 0 ? stat : DQN_HSTAT_NONE;
+}
+
+typedef struct {
+    dqn_hcheck checks[DQN_HEALTH_MAX_SLOTS];
+    dqn_hcopy copies[16];
+    int n_checks, n_copies;
+} plan_build;
+
+static void add_check(plan_build *p, dqn_hcheck c) { p->checks[p->n_checks++] = c; }
+static void add_copy(plan_build *p, void *dst, const void *src, size_t bytes, int when) {
+    p->copies[p->n_copies++] = (dqn_hcopy){dst, src, bytes, when};
+}
+
+static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, void **out) {
+    dqn_backend *be = m->be;
+    dqn_hplan_desc d;
+    memset(&d, 0, sizeof d);
+    d.blk = m->h.blk;
+    d.step = m->step;
+    d.guard_scale = m->ucfg.guard_scale;
+    d.guard_floor = m->ucfg.guard_floor;
+    d.decay = DQN_ISV_DECAY;
+    d.guard_mode = m->h.mode == DQN_HEALTH_GUARD;
+    d.checks = p->checks;
+    d.n_checks = p->n_checks;
+    d.copies = p->copies;
+    d.n_copies = p->n_copies;
+    d.commit = commit;
+    d.n_slots = m->h.tab.n_slots;
+    d.rollback_slot = commit ? m->h.tab.params : -1;
+    return OPS->health_plan(be, &d, out);
+}
+
+/* Byte offsets of the backup / snapshot buffer. */
+static void snapshot_layout(dqn_model *m) {
+    dqn_model_health *h = &m->h;
+    size_t pb = m->L.n_params * sizeof(float), B = (size_t)m->ucfg.B;
+    size_t ob = B * (size_t)m->L.arch.obs_dim * sizeof(float);
+    size_t o = 0;
+    h->off_params = o; o += pb;
+    h->off_target = o; o += pb;
+    h->off_m = o; o += pb;
+    h->off_v = o; o += pb;
+    h->off_isv = o; o += sizeof h->blk->isv;
+    h->off_x = o; o += ob;
+    h->off_xn = o; o += ob;
+    h->off_R = o; o += B * sizeof(float);
+    h->off_disc = o; o += B * sizeof(float);
+    h->off_act = o; o += B * (size_t)m->L.arch.br.D * sizeof(int32_t);
+    h->snap_bytes = o;
+}
+
+dqn_status dqn_model_health_reset(dqn_model *m) {
+    dqn_backend *be = m->be;
+    if (m->h.mode == DQN_HEALTH_OFF) return DQN_OK;
+    dqn_health_block *host = calloc(1, sizeof *host);
+    if (!host) return DQN_ERR(DQN_ERR_NOMEM, "health block");
+    host->event.slot = -1;
+    host->event.index = DQN_HEALTH_NO_INDEX;
+    for (int s = 0; s < DQN_HEALTH_MAX_SLOTS; s++) {
+        host->tot[s].first_event_update = -1;
+        host->cur[s].first_index = DQN_HEALTH_NO_INDEX;
+    }
+    dqn_status s = OPS->h2d(be, m->h.blk, host, sizeof *host);
+    free(host);
+    return s;
+}
+
+dqn_status dqn_model_health_create(dqn_model *m) {
+    dqn_backend *be = m->be;
+    dqn_model_health *h = &m->h;
+    const dqn_update_cfg *c = &m->ucfg;
+    h->mode = c->health;
+    DQN_TRY(dqn_health_table_build(&h->tab, &m->L, c->B, c->N, c->Nt));
+    if (c->fault && c->fault[0]) {
+        if (h->mode == DQN_HEALTH_OFF)
+            return dqn_error_user(DQN_ERR_ARG, "--fault needs --health detect or guard (health "
+                                               "is off)");
+        DQN_TRY(dqn_fault_parse(c->fault, &h->tab, h->faults, &h->n_faults));
+    }
+    if (h->mode == DQN_HEALTH_OFF) return DQN_OK;
+    DQN_TRY(OPS->alloc(be, (void **)&h->blk, sizeof *h->blk));
+    DQN_TRY(dqn_model_health_reset(m));
+    snapshot_layout(m);
+    DQN_TRY(OPS->alloc(be, (void **)&h->backup, h->snap_bytes));
+    DQN_TRY(OPS->alloc(be, (void **)&h->snap, h->snap_bytes));
+
+    const dqn_health_table *t = &h->tab;
+    const dqn_layout *L = &m->L;
+    const dqn_arch *a = &L->arch;
+    int guard = h->mode == DQN_HEALTH_GUARD, Lb = a->grn_blocks;
+    size_t pb = L->n_params * sizeof(float), B = (size_t)c->B, R = B * (size_t)c->N;
+    size_t d = (size_t)a->d, A = (size_t)a->br.A;
+    unsigned char *bk = h->backup;
+    plan_build *p = calloc(1, sizeof *p);
+    if (!p) return DQN_ERR(DQN_ERR_NOMEM, "health plan");
+    dqn_status s = DQN_OK;
+    dqn_hcheck k;
+
+    /* forward + targets + loss, with the backup of the state the update starts from */
+    add_copy(p, bk + h->off_params, m->params, pb, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_target, m->target, pb, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_m, m->adam_m, pb, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_v, m->adam_v, pb, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_isv, h->blk->isv, sizeof h->blk->isv, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_x, m->x, B * a->obs_dim * sizeof(float), DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_xn, m->xn, B * a->obs_dim * sizeof(float), DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_R, m->R, B * sizeof(float), DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_disc, m->disc, B * sizeof(float), DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_act, m->act, B * a->br.D * sizeof(int32_t), DQN_HCOPY_ALWAYS);
+    add_check(p, check_of(m, t->obs, m->x, B * a->obs_dim));
+    for (int l = 0; l < Lb; l++) {
+        k = check_of(m, t->grn_out[l], m->f_on.h[l + 1], B * d);
+        feed(&k, t->i_ln[l], DQN_HSTAT_RMS);
+        add_check(p, k);
+    }
+    add_check(p, check_of(m, t->phi, m->f_on.phi, R * d));
+    add_check(p, check_of(m, t->z, m->f_on.z, R * d));
+    if (a->bottleneck > 0) {
+        add_check(p, check_of(m, t->cat, m->f_on.cat, R * 2 * d));
+        add_check(p, check_of(m, t->bn_out, m->f_on.u, R * (size_t)a->bottleneck));
+    }
+    add_check(p, check_of(m, t->value, m->f_on.V, R));
+    add_check(p, check_of(m, t->adv, m->f_on.Adv, R * A));
+    k = check_of(m, t->Z, m->f_on.Z, R * A);
+    feed(&k, t->i_q, DQN_HSTAT_MEANABS);
+    add_check(p, k);
+    k = check_of(m, t->y, m->y, t->slot[t->y].n);
+    feed(&k, t->i_target, DQN_HSTAT_MEANABS);
+    add_check(p, k);
+    k = check_of(m, t->loss, m->loss, 1);
+    feed(&k, t->i_loss, DQN_HSTAT_MEANABS);
+    add_check(p, k);
+    s = make_plan(m, p, 0, &h->plan_fwd);
+
+    /* the heads' gradients, before the head clip rescales them (and, guarded, before their GEMMs) */
+    memset(p, 0, sizeof *p);
+    k = check_of(m, t->d_value, m->bw.dV, R);
+    feed(&k, t->i_rms_dv, DQN_HSTAT_RMS);
+    add_check(p, k);
+    k = check_of(m, t->d_adv, m->bw.dAdv, R * A);
+    feed(&k, t->i_rms_da, DQN_HSTAT_RMS);
+    add_check(p, k);
+    if (s == DQN_OK) s = make_plan(m, p, 0, &h->plan_heads);
+
+    /* the other clamp points: inline plans in guard mode, else checked with the backward's rest */
+    dqn_hcheck kc, kt, ko;
+    memset(&kc, 0, sizeof kc);
+    memset(&ko, 0, sizeof ko);
+    if (a->bottleneck > 0) {
+        kc = check_of(m, t->d_concat, m->bw.dcat, R * 2 * d);
+        feed(&kc, t->i_rms_dcat, DQN_HSTAT_RMS);
+    }
+    kt = check_of(m, t->d_trunk, m->bw.dh, B * d);
+    feed(&kt, t->i_rms_dtrunk, DQN_HSTAT_RMS);
+    if (Lb > 0) {
+        ko = check_of(m, t->grn_din[0], m->bw.dh_in[0], B * d);
+        feed(&ko, t->i_rms_dtrunk_out, DQN_HSTAT_RMS);
+    }
+    if (guard) {
+        if (a->bottleneck > 0 && s == DQN_OK) {
+            memset(p, 0, sizeof *p);
+            add_check(p, kc);
+            s = make_plan(m, p, 0, &h->plan_dcat);
+        }
+        if (s == DQN_OK) {
+            memset(p, 0, sizeof *p);
+            add_check(p, kt);
+            s = make_plan(m, p, 0, &h->plan_dtrunk);
+        }
+        if (Lb > 0 && s == DQN_OK) {
+            memset(p, 0, sizeof *p);
+            add_check(p, ko);
+            s = make_plan(m, p, 0, &h->plan_dtrunk_out);
+        }
+    }
+
+    /* the rest of the backward, the parameter gradients and the norm: an event there skips Adam */
+    memset(p, 0, sizeof *p);
+    add_check(p, check_of(m, t->dZ, m->bw.dZ, R * A));
+    if (!guard) {
+        if (a->bottleneck > 0) add_check(p, kc);
+        add_check(p, kt);
+        if (Lb > 0) add_check(p, ko);
+    }
+    add_check(p, check_of(m, t->d_z, a->bottleneck > 0 ? m->bw.dz : m->bw.du, R * d));
+    for (int l = 1; l < Lb; l++) add_check(p, check_of(m, t->grn_din[l], m->bw.dh_in[l], B * d));
+    for (int j = 0; j < L->n_tensors; j++) {
+        k = check_of(m, t->grad[j], m->grads + L->t[j].offset, L->t[j].size);
+        k.skip = 1;
+        add_check(p, k);
+    }
+    k = check_of(m, t->grad_norm, m->gnorm, 1);
+    feed(&k, t->i_gnorm, DQN_HSTAT_MEANABS);
+    k.skip = 1;
+    add_check(p, k);
+    if (s == DQN_OK) s = make_plan(m, p, 0, &h->plan_bwd);
+
+    /* the parameters after the update, and the update's resolution */
+    memset(p, 0, sizeof *p);
+    add_check(p, check_of(m, t->params, m->params, L->n_params));
+    add_copy(p, h->snap, h->backup, h->snap_bytes, DQN_HCOPY_ON_FREEZE);
+    add_copy(p, m->params, bk + h->off_params, pb, DQN_HCOPY_ON_ROLLBACK);
+    add_copy(p, m->adam_m, bk + h->off_m, pb, DQN_HCOPY_ON_ROLLBACK);
+    add_copy(p, m->adam_v, bk + h->off_v, pb, DQN_HCOPY_ON_ROLLBACK);
+    if (s == DQN_OK) s = make_plan(m, p, 1, &h->plan_commit);
+    free(p);
+    return s;
+}
+
+void dqn_model_health_destroy(dqn_model *m) {
+    dqn_backend *be = m->be;
+    dqn_model_health *h = &m->h;
+    void *plans[] = {h->plan_fwd, h->plan_heads, h->plan_dcat, h->plan_dtrunk,
+                     h->plan_dtrunk_out, h->plan_bwd, h->plan_commit};
+    for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++)
+        if (plans[k]) OPS->health_plan_free(be, plans[k]);
+    if (h->blk) OPS->free(be, h->blk);
+    if (h->backup) OPS->free(be, h->backup);
+    if (h->snap) OPS->free(be, h->snap);
+    memset(h, 0, sizeof *h);
+}
+
+dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
+    dqn_backend *be = m->be;
+    dqn_model_health *h = &m->h;
+    if (slot < 0) return DQN_OK;
+    for (int f = 0; f < h->n_faults; f++)
+        if (h->faults[f].slot == slot)
+            DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at, h->faults[f].kind));
+    const dqn_health_table *t = &h->tab;
+    if (slot == t->d_adv) return OPS->health_check(be, h->plan_heads);
+    if (h->mode != DQN_HEALTH_GUARD) return DQN_OK;
+    if (slot == t->d_concat) return OPS->health_check(be, h->plan_dcat);
+    if (slot == t->d_trunk) return OPS->health_check(be, h->plan_dtrunk);
+    if (slot == t->grn_din[0]) return OPS->health_check(be, h->plan_dtrunk_out);
+    return DQN_OK;
+}
+
+dqn_status dqn_model_health_fwd(dqn_model *m) {
+    return m->h.plan_fwd ? m->be->ops->health_check(m->be, m->h.plan_fwd) : DQN_OK;
+}
+dqn_status dqn_model_health_bwd(dqn_model *m) {
+    return m->h.plan_bwd ? m->be->ops->health_check(m->be, m->h.plan_bwd) : DQN_OK;
+}
+dqn_status dqn_model_health_commit(dqn_model *m) {
+    return m->h.plan_commit ? m->be->ops->health_check(m->be, m->h.plan_commit) : DQN_OK;
+}
