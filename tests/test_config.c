@@ -196,7 +196,7 @@ static void test_set_errors(void) {
     dqn_config c;
     dqn_config_defaults(&c);
     CHECK(dqn_config_set(&c, "--lr", "abc") == DQN_ERR_ARG, "lr abc");
-    CHECK(strcmp(dqn_last_error(), "bad value for --lr: \"abc\" (expected a number in [1e-08, 1])")
+    CHECK(strcmp(dqn_last_error(), "bad value for --lr: \"abc\" (expected a number in [1e-08, 100])")
               == 0, "lr message: %s", dqn_last_error());
     CHECK(dqn_config_set(&c, "--foo", "1") == DQN_ERR_ARG, "unknown key");
     CHECK(strcmp(dqn_last_error(), "unknown key \"--foo\" (see dqn train --help)") == 0,
@@ -229,9 +229,9 @@ static void test_set_errors(void) {
     expect_bad("gamma", "0.9x", "\"0.9x\"");
     expect_bad("gamma", "", "\"\"");
     expect_bad("gamma", " 0.9", "\" 0.9\"");
-    expect_bad("lr", "1e-400", "[1e-08, 1]");
-    expect_bad("lr", "1e400", "[1e-08, 1]");
-    expect_bad("lr", "0", "[1e-08, 1]");
+    expect_bad("lr", "1e-400", "[1e-08, 100]");
+    expect_bad("lr", "1e400", "[1e-08, 100]");
+    expect_bad("lr", "0", "[1e-08, 100]");
     expect_bad("guard_scale", "0.5", "[1, 1e+30]");
     /* enums, bools, strings */
     expect_bad("env", "pong", "expected one of cartpole|acrobot|mountaincar");
@@ -352,7 +352,7 @@ static void test_load_file(void) {
         {"lr = 0.001\nbatch_size 64\n", "expected \"key = value\", got \"batch_size 64\"",
          DQN_ERR_ARG, 2},
         {"# c\n\nfoo = 1\n", "unknown key \"foo\" (see dqn train --help)", DQN_ERR_ARG, 3},
-        {"lr = abc\n", "bad value for lr: \"abc\" (expected a number in [1e-08, 1])", DQN_ERR_ARG,
+        {"lr = abc\n", "bad value for lr: \"abc\" (expected a number in [1e-08, 100])", DQN_ERR_ARG,
          1},
         {"lr = 0.001 # inline\n", "bad value for lr: \"0.001 # inline\"", DQN_ERR_ARG, 1},
         {"batch_size = 64\n= 5\n", "expected \"key = value\"", DQN_ERR_ARG, 2},
@@ -423,8 +423,8 @@ static void test_validate(void) {
     c.k_tau = -5;
     CHECK(dqn_config_validate(&c) == DQN_ERR_ARG && has("k_tau"), "%s", dqn_last_error());
     dqn_config_defaults(&c);
-    c.lr = 5;
-    CHECK(dqn_config_validate(&c) == DQN_ERR_ARG && has("bad value for lr: \"5\""), "%s",
+    c.lr = 500;
+    CHECK(dqn_config_validate(&c) == DQN_ERR_ARG && has("bad value for lr: \"500\""), "%s",
           dqn_last_error());
     dqn_config_defaults(&c);
     c.gamma = NAN;

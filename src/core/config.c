@@ -91,7 +91,7 @@ static const cfg_row rows[] = {
     CFG_DOUBLE(kappa, 1e-6, 1e6, "1", "Huber threshold of the quantile loss"),
     CFG_DOUBLE(gamma, 0, 1, "0.99", "discount"),
     CFG_INT(n_step, 1, 100, "3", "steps of the n-step return"),
-    CFG_DOUBLE(lr, 1e-8, 1, "1e-3", "Adam learning rate"),
+    CFG_DOUBLE(lr, 1e-8, 100, "1e-3", "Adam learning rate"),
     CFG_DOUBLE(adam_eps, 1e-12, 1, "1e-8", "Adam epsilon"),
     CFG_DOUBLE(weight_decay, 0, 1, "0", "decoupled weight decay"),
     CFG_DOUBLE(grad_clip, 0, 1e9, "10", "global gradient-norm clip; 0 = off"),

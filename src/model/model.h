@@ -136,5 +136,9 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n);
 dqn_status dqn_model_health_fwd(dqn_model *m);
 dqn_status dqn_model_health_bwd(dqn_model *m);
 dqn_status dqn_model_health_commit(dqn_model *m);
+/* The snapshot frozen at the first event (h.snap_bytes bytes) to the host; and loaded back as the
+ * live state, ISV, batch and counter, so that dqn_model_update_loaded re-runs that update. */
+dqn_status dqn_model_health_read_snapshot(dqn_model *m, void *host);
+dqn_status dqn_model_health_load_snapshot(dqn_model *m, const void *host, uint64_t update);
 
 #endif

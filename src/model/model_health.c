@@ -278,3 +278,28 @@ dqn_status dqn_model_health_bwd(dqn_model *m) {
 dqn_status dqn_model_health_commit(dqn_model *m) {
     return m->h.plan_commit ? m->be->ops->health_check(m->be, m->h.plan_commit) : DQN_OK;
 }
+
+dqn_status dqn_model_health_read_snapshot(dqn_model *m, void *host) {
+    if (!m->h.snap) return dqn_error_user(DQN_ERR_ARG, "health is off: no snapshot");
+    return m->be->ops->d2h(m->be, host, m->h.snap, m->h.snap_bytes);
+}
+
+dqn_status dqn_model_health_load_snapshot(dqn_model *m, const void *host, uint64_t update) {
+    dqn_backend *be = m->be;
+    const dqn_model_health *h = &m->h;
+    if (!h->blk) return dqn_error_user(DQN_ERR_ARG, "health is off: no snapshot to load");
+    const unsigned char *p = host;
+    size_t pb = m->L.n_params * sizeof(float), B = (size_t)m->ucfg.B;
+    size_t ob = B * (size_t)m->L.arch.obs_dim * sizeof(float);
+    DQN_TRY(OPS->h2d(be, m->params, p + h->off_params, pb));
+    DQN_TRY(OPS->h2d(be, m->target, p + h->off_target, pb));
+    DQN_TRY(OPS->h2d(be, m->adam_m, p + h->off_m, pb));
+    DQN_TRY(OPS->h2d(be, m->adam_v, p + h->off_v, pb));
+    DQN_TRY(OPS->h2d(be, h->blk->isv, p + h->off_isv, sizeof h->blk->isv));
+    DQN_TRY(OPS->h2d(be, m->x, p + h->off_x, ob));
+    DQN_TRY(OPS->h2d(be, m->xn, p + h->off_xn, ob));
+    DQN_TRY(OPS->h2d(be, m->R, p + h->off_R, B * sizeof(float)));
+    DQN_TRY(OPS->h2d(be, m->disc, p + h->off_disc, B * sizeof(float)));
+    DQN_TRY(OPS->h2d(be, m->act, p + h->off_act, B * (size_t)m->L.arch.br.D * sizeof(int32_t)));
+    return OPS->h2d(be, m->step, &update, sizeof update);
+}

@@ -196,7 +196,7 @@ dqn_status dqn_trainer_health_save_event(dqn_trainer *t, const char *path) {
     uint64_t n_params = m->L.n_params;
     dqn_ckpt_writer *w = NULL;
     dqn_status s = snap ? DQN_OK : DQN_ERR(DQN_ERR_NOMEM, "event snapshot");
-    if (s == DQN_OK) s = be->ops->d2h(be, snap, m->h.snap, m->h.snap_bytes);
+    if (s == DQN_OK) s = dqn_model_health_read_snapshot(m, snap);
     if (s == DQN_OK) s = config_text(&t->cfg, &cfg, &cfg_len);
     if (s == DQN_OK) s = dqn_ckpt_writer_create(&w);
     if (s == DQN_OK) s = dqn_ckpt_writer_add(w, "config", cfg, cfg_len);
@@ -259,25 +259,7 @@ static dqn_status replay_load(dqn_health_replay *r, dqn_ckpt_reader *rd, const c
     unsigned char *snap = malloc(m->h.snap_bytes);
     if (!snap) return DQN_ERR(DQN_ERR_NOMEM, "event snapshot");
     s = dqn_ckpt_reader_copy(rd, "snapshot", snap, m->h.snap_bytes);
-    const dqn_model_health *h = &m->h;
-    const dqn_ops *o = r->be->ops;
-    size_t pb = m->L.n_params * sizeof(float), B = (size_t)uc.B;
-    size_t ob = B * (size_t)a.obs_dim * sizeof(float);
-    uint64_t step = (uint64_t)ev.update;
-    if (s == DQN_OK) s = o->h2d(r->be, m->params, snap + h->off_params, pb);
-    if (s == DQN_OK) s = o->h2d(r->be, m->target, snap + h->off_target, pb);
-    if (s == DQN_OK) s = o->h2d(r->be, m->adam_m, snap + h->off_m, pb);
-    if (s == DQN_OK) s = o->h2d(r->be, m->adam_v, snap + h->off_v, pb);
-    if (s == DQN_OK)
-        s = o->h2d(r->be, (char *)h->blk + offsetof(dqn_health_block, isv), snap + h->off_isv,
-                   sizeof h->blk->isv);
-    if (s == DQN_OK) s = o->h2d(r->be, m->x, snap + h->off_x, ob);
-    if (s == DQN_OK) s = o->h2d(r->be, m->xn, snap + h->off_xn, ob);
-    if (s == DQN_OK) s = o->h2d(r->be, m->R, snap + h->off_R, B * sizeof(float));
-    if (s == DQN_OK) s = o->h2d(r->be, m->disc, snap + h->off_disc, B * sizeof(float));
-    if (s == DQN_OK)
-        s = o->h2d(r->be, m->act, snap + h->off_act, B * (size_t)a.br.D * sizeof(int32_t));
-    if (s == DQN_OK) s = o->h2d(r->be, m->step, &step, sizeof step);
+    if (s == DQN_OK) s = dqn_model_health_load_snapshot(m, snap, (uint64_t)ev.update);
     free(snap);
     return s;
 }

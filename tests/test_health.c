@@ -1,0 +1,444 @@
+/* The numerical-health subsystem on the CPU backend (SPEC 4): the slot table; healthy runs record
+ * no event, feed the ISV with the figures a direct computation gives, and leave every value
+ * bitwise as health off leaves it (detect and guard); for every slot, a NaN, an Inf and a huge
+ * value injected at update 5 are reported at exactly that slot and update, and in guard mode the
+ * weights stay finite; a real overflow (a learning rate of 1e4, no injection) is localised in
+ * detect mode and survived in guard mode; the replay of a saved event reproduces it; the health
+ * state goes through a checkpoint. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "health_rig.h"
+#include "train/trainer_internal.h"
+
+static const char *const arch_name[2] = {"cartpole", "seed"};
+
+static int stage_rank(const char *s) {
+    static const char *const order[] = {"sample", "forward", "target", "loss", "backward",
+                                        "optimizer"};
+    for (int k = 0; k < 6; k++)
+        if (strcmp(s, order[k]) == 0) return k;
+    return -1;
+}
+
+static void test_table(void) {
+    for (int sm = 0; sm < 2; sm++) {
+        dqn_arch a;
+        rig_arch(&a, sm, 0);
+        dqn_layout L;
+        CHECK_OK(dqn_layout_build(&L, &a));
+        dqn_health_table t;
+        CHECK_OK(dqn_health_table_build(&t, &L, 8, 4, 4));
+        /* SPEC 4's slots: obs, GRN outputs, phi, z, concat + bottleneck out (m > 0), V, A, Z, y,
+         * loss, dZ, dV, dA, d_concat (m > 0), d_z, d_trunk, GRN input grads, every parameter
+         * gradient, the norm, the parameters */
+        int want = 1 + a.grn_blocks + 2 + (a.bottleneck ? 2 : 0) + 5 + 3 + (a.bottleneck ? 1 : 0) +
+                   2 + a.grn_blocks + L.n_tensors + 2;
+        CHECK(t.n_slots == want, "%s: %d slots, want %d", arch_name[sm], t.n_slots, want);
+        int guards = 0, prev = 0;
+        for (int s = 0; s < t.n_slots; s++) {
+            int r = stage_rank(t.slot[s].stage);
+            CHECK(r >= prev, "%s: slot %s (%s) out of execution order", arch_name[sm],
+                  t.slot[s].name, t.slot[s].stage);
+            prev = r;
+            for (int u = 0; u < s; u++)
+                CHECK(strcmp(t.slot[u].name, t.slot[s].name) != 0, "duplicate slot %s",
+                      t.slot[s].name);
+            CHECK(t.slot[s].bound_isv >= 0 && t.slot[s].bound_isv < t.n_isv, "slot %s bound",
+                  t.slot[s].name);
+            guards += t.slot[s].guard;
+            char spec[64];
+            snprintf(spec, sizeof spec, "%s:7:huge", t.slot[s].name);
+            dqn_fault f[4];
+            int n = 0;
+            CHECK_OK(dqn_fault_parse(spec, &t, f, &n));
+            CHECK(n == 1 && f[0].slot == s && f[0].at == 7 && f[0].kind == 3, "parse %s", spec);
+        }
+        /* the default guard points and their bounds */
+        CHECK(guards == (a.bottleneck ? 5 : 4), "%s: %d guard points", arch_name[sm], guards);
+        CHECK(t.slot[t.d_value].guard && t.slot[t.d_adv].guard && t.slot[t.d_trunk].guard &&
+                  t.slot[t.grn_din[0]].guard, "guard points");
+        CHECK(t.slot[t.d_value].bound_isv == t.i_q && t.slot[t.d_adv].bound_isv == t.i_q,
+              "head guards are bounded by the Q-value scale");
+        CHECK(t.slot[t.d_trunk].bound_isv == t.i_ln[a.grn_blocks - 1] &&
+                  t.slot[t.grn_din[0]].bound_isv == t.i_ln[0],
+              "trunk guards are bounded by the LayerNorm RMS");
+        CHECK(strcmp(t.isv[t.i_scale + t.phi], "scale.phi") == 0, "scale entry of phi");
+        dqn_fault f[4];
+        int n;
+        CHECK(dqn_fault_parse("nope:1:nan", &t, f, &n) == DQN_ERR_ARG &&
+                  strstr(dqn_last_error(), "\"nope\" is not a slot"),
+              "unknown slot: %s", dqn_last_error());
+        CHECK(dqn_fault_parse("phi:1:nan,z:2:inf", &t, f, &n) == DQN_OK && n == 2 &&
+                  f[1].slot == t.z && f[1].kind == 2, "two faults");
+    }
+}
+
+static double mean_abs(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += fabs((double)x[i]);
+    return s / (double)n;
+}
+
+static double max_abs(const float *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
+    return m;
+}
+
+static void test_healthy(void) {
+    for (int sm = 0; sm < 2; sm++)
+        for (int mode = DQN_HEALTH_DETECT; mode <= DQN_HEALTH_GUARD; mode++) {
+            dqn_backend *be;
+            CHECK_OK(dqn_backend_cpu_create(&be));
+            rig g;
+            CHECK_OK(rig_make_on(&g, be, sm, 0, 8, 4, (dqn_health_mode)mode, NULL));
+            /* one update: every first sample initialises its ISV entry */
+            CHECK_OK(rig_updates(&g, 1));
+            dqn_health_block b;
+            CHECK_OK(rig_block(&g, &b));
+            const dqn_health_table *t = &g.m.h.tab;
+            size_t R = 8 * 4 * (size_t)g.m.L.arch.br.A;
+            CHECK(rel_err(b.isv[t->i_q], mean_abs(g.m.f_on.Z, R), 1e-12) < 1e-6,
+                  "q_scale %g vs mean |Z| %g", b.isv[t->i_q], mean_abs(g.m.f_on.Z, R));
+            CHECK(b.cur[t->Z].maxabs == (float)max_abs(g.m.f_on.Z, R), "max |Z|");
+            CHECK(b.isv[t->i_loss] == fabsf(*g.m.loss) && b.isv[t->i_gnorm] == *g.m.gnorm,
+                  "loss %g / %g, grad norm %g / %g", b.isv[t->i_loss], *g.m.loss,
+                  b.isv[t->i_gnorm], *g.m.gnorm);
+            size_t nd = 8 * (size_t)g.m.L.arch.d;
+            double ss = 0;
+            for (size_t i = 0; i < nd; i++) ss += (double)g.m.f_on.h[1][i] * g.m.f_on.h[1][i];
+            CHECK(rel_err(b.isv[t->i_ln[0]], sqrt(ss / nd), 1e-12) < 1e-6, "ln_rms %g vs %g",
+                  b.isv[t->i_ln[0]], sqrt(ss / nd));
+            CHECK(b.isv[t->i_scale + t->params] == (float)max_abs(g.m.params, g.m.L.n_params),
+                  "scale.params");
+            float q1 = b.isv[t->i_q];
+            CHECK_OK(rig_updates(&g, 39));
+            CHECK_OK(rig_block(&g, &b));
+            /* the second sample on: v = 0.99 v + 0.01 sample, so it moved, but little */
+            CHECK(b.isv[t->i_q] != q1 && rel_err(b.isv[t->i_q], q1, 1e-9) < 0.5, "q_scale moves");
+            CHECK(b.event.slot == -1, "%s %s: healthy run has an event at %d", arch_name[sm],
+                  mode == 1 ? "detect" : "guard", b.event.slot);
+            CHECK(b.updates == 40 && b.skipped == 0 && b.rolled_back == 0 && b.guarded_updates == 0,
+                  "counters %llu %llu %llu %llu", (unsigned long long)b.updates,
+                  (unsigned long long)b.skipped, (unsigned long long)b.rolled_back,
+                  (unsigned long long)b.guarded_updates);
+            for (int k = 0; k < t->i_scale; k++)
+                CHECK(b.isv[k] > 0 && isfinite(b.isv[k]), "ISV %s = %g after 40 updates",
+                      t->isv[k], b.isv[k]);
+            for (int s = 0; s < t->n_slots; s++)
+                CHECK(b.tot[s].nonfinite == 0 && b.tot[s].events == 0 &&
+                          b.tot[s].first_event_update == -1, "slot %s", t->slot[s].name);
+            rig_free(&g);
+            be->ops->destroy(be);
+        }
+}
+
+/* health off, detect and guard give the same bits on healthy training */
+static void test_bitwise(void) {
+    for (int sm = 0; sm < 2; sm++) {
+        float *st[3] = {NULL, NULL, NULL};
+        float loss[3];
+        for (int mode = 0; mode < 3; mode++) {
+            dqn_backend *be;
+            CHECK_OK(dqn_backend_cpu_create(&be));
+            rig g;
+            CHECK_OK(rig_make_on(&g, be, sm, 0, 8, 4, (dqn_health_mode)mode, NULL));
+            CHECK_OK(rig_updates(&g, 30));
+            st[mode] = rig_state(&g);
+            loss[mode] = *g.m.loss;
+            size_t n = 4 * g.m.L.n_params;
+            if (mode > 0 && st[0] && st[mode])
+                CHECK(memcmp(st[0], st[mode], n * sizeof(float)) == 0 && loss[0] == loss[mode],
+                      "%s: health %s changed values", arch_name[sm], mode == 1 ? "detect" : "guard");
+            rig_free(&g);
+            be->ops->destroy(be);
+        }
+        for (int k = 0; k < 3; k++) free(st[k]);
+    }
+}
+
+static int expected_kind(int kind) {
+    return kind == 1 ? DQN_EVENT_NAN : kind == 2 ? DQN_EVENT_POSINF : DQN_EVENT_RANGE;
+}
+
+/* every slot x {nan, inf, huge}: detect names it; guard keeps the weights finite */
+static void test_faults(void) {
+    int runs = 0;
+    for (int sm = 0; sm < 2; sm++) {
+        dqn_arch a;
+        rig_arch(&a, sm, 0);
+        dqn_layout L;
+        CHECK_OK(dqn_layout_build(&L, &a));
+        dqn_health_table tab;
+        CHECK_OK(dqn_health_table_build(&tab, &L, 8, 4, 4));
+        for (int s = 0; s < tab.n_slots; s++)
+            for (int kind = 1; kind <= 3; kind++)
+                for (int mode = DQN_HEALTH_DETECT; mode <= DQN_HEALTH_GUARD; mode++) {
+                    char spec[64];
+                    snprintf(spec, sizeof spec, "%s:5:%s", tab.slot[s].name, kind_name[kind]);
+                    dqn_backend *be;
+                    CHECK_OK(dqn_backend_cpu_create(&be));
+                    rig g;
+                    CHECK_OK(rig_make_on(&g, be, sm, 0, 8, 4, (dqn_health_mode)mode, spec));
+                    CHECK_OK(rig_updates(&g, mode == DQN_HEALTH_GUARD ? 12 : 8));
+                    dqn_health_block b;
+                    CHECK_OK(rig_block(&g, &b));
+                    const char *mn = mode == DQN_HEALTH_GUARD ? "guard" : "detect";
+                    CHECK(b.event.slot == s && b.event.update == 5 &&
+                              b.event.kind == (uint32_t)expected_kind(kind),
+                          "%s %s %s: event at slot %d (%s) update %lld kind %u", arch_name[sm], mn,
+                          spec, b.event.slot, b.event.slot >= 0 ? tab.slot[b.event.slot].name : "-",
+                          (long long)b.event.update, b.event.kind);
+                    CHECK(b.tot[s].first_event_update == 5, "%s: first event of the slot",
+                          spec);
+                    if (kind == 3)
+                        CHECK(b.event.value == 1e30f && b.event.index == DQN_HEALTH_NO_INDEX,
+                              "%s: value %g", spec, b.event.value);
+                    else
+                        CHECK(b.event.count >= 1 && b.event.index != DQN_HEALTH_NO_INDEX, "%s",
+                              spec);
+                    if (mode == DQN_HEALTH_GUARD) {
+                        float *st = rig_state(&g);
+                        CHECK(st && all_finite(st, 4 * g.m.L.n_params),
+                              "%s guard %s: non-finite weights", arch_name[sm], spec);
+                        free(st);
+                        if (s == tab.params)
+                            CHECK(b.rolled_back == 1 && b.skipped == 1, "%s: rollback", spec);
+                        if (tab.slot[s].guard)
+                            CHECK(b.guarded_updates >= 1 && b.tot[s].guarded >= 1,
+                                  "%s: the guard acted", spec);
+                        if (s > tab.grn_din[0] && s < tab.params)   /* gradients, norm */
+                            CHECK(b.skipped >= 1, "%s: skipped %llu", spec,
+                                  (unsigned long long)b.skipped);
+                    }
+                    rig_free(&g);
+                    be->ops->destroy(be);
+                    runs++;
+                }
+    }
+    printf("fault runs: %d\n", runs);
+}
+
+/* The update of the first event, re-run from its snapshot on a fresh model: the first slot in
+ * execution order with an event is the recorded one, and every slot before it was clean. */
+static void check_localised(rig *g, const char *what) {
+    dqn_health_block b;
+    CHECK_OK(rig_block(g, &b));
+    if (b.event.slot < 0) return;
+    unsigned char *snap = malloc(g->m.h.snap_bytes);
+    CHECK_OK(dqn_model_health_read_snapshot(&g->m, snap));
+    rig f;
+    CHECK_OK(rig_make_on(&f, g->be, g->m.L.arch.grn_blocks == 2, 0, 8, 4, DQN_HEALTH_DETECT,
+                         NULL));
+    f.m.ucfg.lr = g->m.ucfg.lr;
+    f.m.ucfg.weight_decay = g->m.ucfg.weight_decay;
+    CHECK_OK(dqn_model_health_load_snapshot(&f.m, snap, (uint64_t)b.event.update));
+    CHECK_OK(dqn_model_update_loaded(&f.m));
+    dqn_health_block c;
+    CHECK_OK(rig_block(&f, &c));
+    const dqn_health_table *t = &g->m.h.tab;
+    CHECK(c.event.slot == b.event.slot && c.event.update == b.event.update &&
+              c.event.kind == b.event.kind, "%s: the replay's first event is slot %d, recorded %d",
+          what, c.event.slot, b.event.slot);
+    for (int s = 0; s < b.event.slot; s++)
+        CHECK(c.cur[s].event == 0 && c.cur[s].nonfinite == 0, "%s: slot %s before the reported "
+              "one was bad in that update", what, t->slot[s].name);
+    CHECK(c.cur[b.event.slot].event != 0, "%s: the reported slot was clean on replay", what);
+    rig_free(&f);
+    free(snap);
+}
+
+/* A diverging learning rate, no injection: lr 10 with decoupled weight decay 0.5 multiplies the
+ * weights by about -4 an update (|1 - lr * wd| > 1) on top of Adam's steps of ~lr. With the
+ * default bounds the value logits leave their range at update 1; with the floor raised out of the
+ * way the first non-finite value appears a few updates later. Either way detect mode names the
+ * first slot (checked by re-running that update: every earlier slot was clean) and guard mode
+ * keeps the weights finite. (The quantile-Huber gradient is bounded and the head clip rescales
+ * dV and dA, so neither a reward scale nor a large learning rate alone overflows this model's
+ * backward pass first; a diverging one overflows the forward, and the guards keep it out of the
+ * backward GEMMs.) */
+static void test_real_overflow(void) {
+    for (int sm = 0; sm < 2; sm++)
+        for (int pass = 0; pass < 4; pass++) {
+            int mode = pass % 2 ? DQN_HEALTH_GUARD : DQN_HEALTH_DETECT, raised = pass >= 2;
+            dqn_backend *be;
+            CHECK_OK(dqn_backend_cpu_create(&be));
+            rig g;
+            CHECK_OK(rig_make_on(&g, be, sm, 0, 8, 4, (dqn_health_mode)mode, NULL));
+            g.m.ucfg.lr = 10.0f;
+            g.m.ucfg.weight_decay = 0.5f;
+            if (raised) {   /* the bounds are baked into the plans: rebuild them */
+                dqn_model_health_destroy(&g.m);
+                g.m.ucfg.guard_floor = 1e30f;
+                CHECK_OK(dqn_model_health_create(&g.m));
+            }
+            CHECK_OK(rig_updates(&g, 60));
+            dqn_health_block b;
+            CHECK_OK(rig_block(&g, &b));
+            const dqn_health_table *t = &g.m.h.tab;
+            char what[96];
+            snprintf(what, sizeof what, "%s lr 10 wd 0.5 %s%s", arch_name[sm],
+                     mode == 1 ? "detect" : "guard", raised ? " floor 1e30" : "");
+            CHECK(b.event.slot >= 0, "%s: no event in 60 updates", what);
+            if (b.event.slot >= 0)
+                printf("%s: first event at update %lld, slot %s (%s), %s, value %g\n", what,
+                       (long long)b.event.update, t->slot[b.event.slot].name,
+                       t->slot[b.event.slot].stage, dqn_event_kind_name(b.event.kind),
+                       b.event.value);
+            if (mode == DQN_HEALTH_DETECT) {
+                check_localised(&g, what);
+                if (raised)
+                    CHECK(b.event.kind != DQN_EVENT_RANGE || b.tot[b.event.slot].nonfinite == 0,
+                          "%s", what);
+            } else {
+                float *st = rig_state(&g);
+                CHECK(st && all_finite(st, 4 * g.m.L.n_params), "%s: non-finite weights", what);
+                free(st);
+                CHECK(b.skipped > 0, "%s: guard skipped nothing", what);
+            }
+            rig_free(&g);
+            be->ops->destroy(be);
+        }
+}
+
+static dqn_trainer *trainer_for(const char *health, const char *fault, const char *lr) {
+    /* lr "10" comes with weight decay 0.5: a diverging run */
+    dqn_config c;
+    CHECK_OK(dqn_config_preset(&c, "cartpole"));
+    CHECK_OK(dqn_config_set(&c, "device", "cpu"));
+    CHECK_OK(dqn_config_set(&c, "steps", "6000"));
+    CHECK_OK(dqn_config_set(&c, "save_replay", "true"));
+    CHECK_OK(dqn_config_set(&c, "health", health));
+    if (fault) CHECK_OK(dqn_config_set(&c, "fault", fault));
+    if (lr) CHECK_OK(dqn_config_set(&c, "lr", lr));
+    if (lr) CHECK_OK(dqn_config_set(&c, "weight_decay", "0.5"));
+    dqn_trainer *t = NULL;
+    CHECK_OK(dqn_trainer_create(&c, &t));
+    return t;
+}
+
+/* CartPole through the trainer: guard leaves the run bitwise as off leaves it */
+static void test_trainer_bitwise(void) {
+    dqn_trainer *t[2] = {trainer_for("off", NULL, NULL), trainer_for("guard", NULL, NULL)};
+    if (!t[0] || !t[1]) return;
+    for (int k = 0; k < 2; k++) CHECK_OK(dqn_trainer_run_until(t[k], 6000));
+    size_t n = t[0]->model.L.n_params * sizeof(float);
+    CHECK(t[0]->updates == t[1]->updates && t[0]->updates > 2000, "updates %lld",
+          (long long)t[0]->updates);
+    CHECK(memcmp(t[0]->model.params, t[1]->model.params, n) == 0 &&
+              memcmp(t[0]->model.target, t[1]->model.target, n) == 0 &&
+              memcmp(t[0]->model.adam_v, t[1]->model.adam_v, n) == 0,
+          "cartpole: guard changed the weights");
+    dqn_health_report r;
+    CHECK_OK(dqn_trainer_health_poll(t[1], 1, &r));
+    CHECK(r.event.slot == -1 && r.updates == (uint64_t)t[1]->updates && r.skipped == 0,
+          "cartpole guard: event %d, %llu updates", r.event.slot, (unsigned long long)r.updates);
+    CHECK(dqn_trainer_health_poll(t[0], 1, &r) == DQN_ERR_UNSUPPORTED, "poll with health off");
+    for (int k = 0; k < 2; k++) dqn_trainer_destroy(t[k]);
+}
+
+static char tmpdir[] = "/tmp/dqn_test_health_XXXXXX";
+
+/* a saved event re-runs to the same slot; the asynchronous poll lags one call */
+static void test_replay(const char *health, const char *fault, const char *lr) {
+    dqn_trainer *t = trainer_for(health, fault, lr);
+    if (!t) return;
+    dqn_health_report r;
+    CHECK_OK(dqn_trainer_run_until(t, 2000));
+    CHECK_OK(dqn_trainer_health_poll(t, 0, &r));   /* the first call waits for its copy */
+    uint64_t u2000 = r.updates;
+    CHECK_OK(dqn_trainer_run_until(t, 3000));
+    CHECK_OK(dqn_trainer_health_poll(t, 0, &r));   /* the copy started at 2000 */
+    CHECK(r.updates == u2000 && r.env_steps == 2000, "async poll: %llu updates at %lld",
+          (unsigned long long)r.updates, (long long)r.env_steps);
+    CHECK_OK(dqn_trainer_run_until(t, 6000));
+    CHECK_OK(dqn_trainer_health_poll(t, 1, &r));
+    CHECK(r.updates == (uint64_t)t->updates, "sync poll");
+    CHECK(r.event.slot >= 0, "%s %s lr %s: no event", health, fault ? fault : "-", lr ? lr : "-");
+    char path[256];
+    snprintf(path, sizeof path, "%s/event-%s.bin", tmpdir, health);
+    if (r.event.slot >= 0) {
+        CHECK_OK(dqn_trainer_health_save_event(t, path));
+        dqn_health_replay *rp = NULL;
+        CHECK_OK(dqn_health_replay_run(path, "cpu", &rp));
+        if (rp) {
+            const dqn_health_report *q = dqn_health_replay_report(rp);
+            const dqn_health_event *sv = dqn_health_replay_saved(rp);
+            CHECK(sv->slot == r.event.slot && sv->update == r.event.update, "saved event");
+            CHECK(q->event.slot == r.event.slot && q->event.update == r.event.update &&
+                      strcmp(q->event.kind, r.event.kind) == 0 && q->event.count == r.event.count &&
+                      (q->event.value == r.event.value ||
+                       (isnan(q->event.value) && isnan(r.event.value))),
+                  "replay: slot %d update %lld %s, recorded slot %d update %lld %s", q->event.slot,
+                  (long long)q->event.update, q->event.kind, r.event.slot,
+                  (long long)r.event.update, r.event.kind);
+            CHECK(q->updates == 1, "the replay runs one update");
+            dqn_health_replay_destroy(rp);
+        }
+    }
+    dqn_trainer_destroy(t);
+}
+
+/* the health block (ISV, totals, first event) is saved and restored */
+static void test_checkpoint(void) {
+    dqn_trainer *t = trainer_for("guard", "z:700:nan", NULL);
+    if (!t) return;
+    CHECK_OK(dqn_trainer_run_until(t, 3000));
+    char path[256];
+    snprintf(path, sizeof path, "%s/ck.bin", tmpdir);
+    CHECK_OK(dqn_trainer_save(t, path));
+    dqn_trainer *u = NULL;
+    CHECK_OK(dqn_trainer_load(path, "cpu", &u));
+    if (u) {
+        dqn_health_block a, b;
+        CHECK_OK(t->be->ops->d2h(t->be, &a, t->model.h.blk, sizeof a));
+        CHECK_OK(u->be->ops->d2h(u->be, &b, u->model.h.blk, sizeof b));
+        CHECK(memcmp(&a, &b, sizeof a) == 0 && a.event.slot == t->model.h.tab.z &&
+                  a.isv[t->model.h.tab.i_q] > 0, "health block through a checkpoint");
+        CHECK(dqn_trainer_health_save_event(u, path) == DQN_ERR_ARG &&
+                  strstr(dqn_last_error(), "resumed"), "event snapshot after resume: %s",
+              dqn_last_error());
+        CHECK_OK(dqn_trainer_run_until(t, 4000));
+        CHECK_OK(dqn_trainer_run_until(u, 4000));
+        CHECK_OK(t->be->ops->d2h(t->be, &a, t->model.h.blk, sizeof a));
+        CHECK_OK(u->be->ops->d2h(u->be, &b, u->model.h.blk, sizeof b));
+        CHECK(memcmp(&a, &b, sizeof a) == 0, "health block after resuming 1000 steps");
+        dqn_trainer_destroy(u);
+    }
+    dqn_trainer_destroy(t);
+    dqn_config c;
+    CHECK_OK(dqn_config_preset(&c, "cartpole"));
+    CHECK_OK(dqn_config_set(&c, "health", "off"));
+    CHECK_OK(dqn_config_set(&c, "fault", "phi:3:nan"));
+    CHECK(dqn_trainer_create(&c, &t) == DQN_ERR_ARG && strstr(dqn_last_error(), "--fault needs"),
+          "fault with health off: %s", dqn_last_error());
+    CHECK_OK(dqn_config_set(&c, "health", "detect"));
+    CHECK_OK(dqn_config_set(&c, "fault", "phi:3:nan,bn.out:4:inf"));
+    CHECK(dqn_trainer_create(&c, &t) == DQN_ERR_ARG && strstr(dqn_last_error(), "bn.out"),
+          "a slot this model lacks: %s", dqn_last_error());
+}
+
+int main(void) {
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_table();
+    test_healthy();
+    test_bitwise();
+    test_faults();
+    test_real_overflow();
+    test_trainer_bitwise();
+    test_replay("detect", "d_trunk:900:inf", NULL);
+    test_replay("guard", "grad.grn0.Wb:1200:huge", NULL);
+    test_replay("detect", NULL, "10");   /* a diverging run: no injection */
+    test_checkpoint();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return check_finish("test_health");
+}
