@@ -1,6 +1,7 @@
 /* Update-step throughput of the model on one backend: a replay buffer of random transitions,
  * then timed whole updates (sample, 3 forwards, loss, backward, clip, Adam, target sync).
- * usage: bench_update [cpu|cuda|cuda:tf32] [cartpole|seed] [B ...]  (default: cpu cartpole 32 256) */
+ * usage: bench_update [cpu|cuda|cuda:tf32] [cartpole|seed] [off|detect|guard] [B ...]
+ * (default: cpu cartpole off 32 256); the health mode is the numerical-health subsystem's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,10 +27,12 @@ static int fail(const char *what, dqn_status s) {
 int main(int argc, char **argv) {
     const char *dev = argc > 1 ? argv[1] : "cpu";
     const char *model = argc > 2 ? argv[2] : "cartpole";
-    int Bs[16] = {32, 256}, nB = 2;
-    if (argc > 3) {
+    int Bs[16] = {32, 256}, nB = 2, first = 3;
+    dqn_health_mode health = DQN_HEALTH_OFF;
+    if (argc > 3 && dqn_health_mode_parse(argv[3], &health) == DQN_OK) first = 4;
+    if (argc > first) {
         nB = 0;
-        for (int i = 3; i < argc && nB < 16; i++) Bs[nB++] = atoi(argv[i]);
+        for (int i = first; i < argc && nB < 16; i++) Bs[nB++] = atoi(argv[i]);
     }
     dqn_arch a;
     memset(&a, 0, sizeof a);
@@ -55,6 +58,7 @@ int main(int argc, char **argv) {
         u.B = B; u.N = u.Nt = u.K = 32; u.mode = DQN_TARGET_MEAN; u.kappa = 1;
         u.lr = 1e-4f; u.beta1 = 0.9f; u.beta2 = 0.999f; u.adam_eps = 1e-8f; u.grad_clip = 10;
         u.head_grad_clip = 5; u.target_period = 1000; u.seed = 1;
+        u.health = health; u.guard_scale = 1e6f; u.guard_floor = 1e3f;
         dqn_model m;
         if ((s = dqn_model_create(&m, be, &a, &u)) || (s = dqn_model_init_weights(&m, 1)))
             return fail("model", s);
@@ -93,10 +97,11 @@ int main(int argc, char **argv) {
         be->ops->sync(be);
         t1 = now();
         double ups = iters / (t1 - t0);
-        printf("update %s model=%s gemm=%s math=%s B=%d N=32: %.1f updates/s, %.3f ms/update, "
-               "%.0f samples/s\n",
+        static const char *const hname[] = {"off", "detect", "guard"};
+        printf("update %s model=%s gemm=%s math=%s health=%s B=%d N=32: %.1f updates/s, "
+               "%.3f ms/update, %.0f samples/s\n",
                be->ops->name, model, cuda ? "cublas" : dqn_cpu_gemm_name(), tf32 ? "tf32" : "fp32",
-               B, ups, 1e3 / ups, ups * B);
+               hname[health], B, ups, 1e3 / ups, ups * B);
         free(o); free(no); free(R); free(dc); free(ac);
         dqn_replay_destroy(&r);
         dqn_model_destroy(&m);

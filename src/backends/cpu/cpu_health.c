@@ -18,7 +18,8 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
     *plan = NULL;
     if (!desc || !desc->blk || !desc->step)
         return DQN_ERR(DQN_ERR_ARG, "health_plan: NULL block or step");
-    if (desc->n_checks < 0 || desc->n_copies < 0 || desc->n_slots > DQN_HEALTH_MAX_SLOTS)
+    if (desc->n_checks < 0 || desc->n_checks > DQN_HEALTH_MAX_SLOTS || desc->n_copies < 0 ||
+        desc->n_slots > DQN_HEALTH_MAX_SLOTS)
         return DQN_ERR(DQN_ERR_ARG, "health_plan: %d checks, %d copies, %d slots", desc->n_checks,
                        desc->n_copies, desc->n_slots);
     for (int i = 0; i < desc->n_checks; i++) {
@@ -71,9 +72,8 @@ static void isv_feed(float *v, float sample, float decay) {
     }
 }
 
-static void check_one(const dqn_hplan_desc *d, const dqn_hcheck *c) {
+static void check_one(const dqn_hplan_desc *d, const dqn_hcheck *c, float bound) {
     dqn_health_block *blk = d->blk;
-    float bound = fmaxf(d->guard_scale * blk->isv[c->isv_bound], d->guard_floor);
     int guard = c->guard && d->guard_mode;
     uint32_t nonfinite = 0, nan_count = 0, guarded = 0;
     uint64_t first = DQN_HEALTH_NO_INDEX;
@@ -171,7 +171,13 @@ dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
     if (!p) return DQN_ERR(DQN_ERR_ARG, "health_check: NULL plan");
     const dqn_hplan_desc *d = &p->d;
     run_copies(d, DQN_HCOPY_ALWAYS);
-    for (int i = 0; i < d->n_checks; i++) check_one(d, &d->checks[i]);
+    /* every bound is read before any check of the op feeds the ISV */
+    float bound[DQN_HEALTH_MAX_SLOTS];
+    if (d->n_checks > DQN_HEALTH_MAX_SLOTS)
+        return DQN_ERR(DQN_ERR_ARG, "health_check: %d checks", d->n_checks);
+    for (int i = 0; i < d->n_checks; i++)
+        bound[i] = fmaxf(d->guard_scale * d->blk->isv[d->checks[i].isv_bound], d->guard_floor);
+    for (int i = 0; i < d->n_checks; i++) check_one(d, &d->checks[i], bound[i]);
     if (d->commit) commit(d);
     return DQN_OK;
 }

@@ -13,7 +13,8 @@
 #define H_MAX_BLOCKS_PER_ITEM 4    /* x the multiprocessors */
 
 typedef struct {
-    uint32_t nonfinite, nan, guarded, pad;
+    uint32_t nonfinite, nan, guarded;
+    float bound;                   /* the bound the block used (read before any ISV update) */
     float maxabs, first_value;
     uint64_t first_index;
     double sumsq, sumabs;
@@ -166,7 +167,7 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
         p.nonfinite = red_sum_u(nonfinite, sh.u);
         p.nan = red_sum_u(nan_count, sh.u);
         p.guarded = red_sum_u(guarded, sh.u);
-        p.pad = 0;
+        p.bound = bound;
         p.maxabs = red_max_f(maxabs, sh.f);
         p.sumsq = red_sum_d(sumsq, sh.d);
         p.sumabs = red_sum_d(sumabs, sh.d);
@@ -213,7 +214,7 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
         sa = red_sum_d(sa, sh.d);
         red_min_idx(&fi, &fv, sh.i, sh.fv);
         if (threadIdx.x == 0) {
-            const float bound = fmaxf(k.guard_scale * blk->isv[c.isv_bound], k.guard_floor);
+            const float bound = ((const volatile hpart *)&k.parts[b0])->bound;
             size_t finite = c.n - nf;
             dqn_hslot_cur *cur = &blk->cur[c.slot];
             cur->nonfinite = nf;

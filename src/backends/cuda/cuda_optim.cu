@@ -3,7 +3,7 @@
  * between graph replays (the norm, the step, the skip flag) is read on the device. */
 #include "backends/cuda/cuda_common.cuh"
 
-__device__ __forceinline__ float block_sum(float v, float *red) {
+__device__ __forceinline__ double block_sum_d(double v, double *red) {
     red[threadIdx.x] = v;
     __syncthreads();
     for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
@@ -14,13 +14,14 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
 }
 
 /* One launch: each block writes its partial sum; the last block to finish (an integer counter,
- * no float atomics) adds the partials in block order and resets the counter for the next op. */
-__global__ void k_l2_norm(const float *x, size_t n, float *part, unsigned *done, float *out) {
-    __shared__ float red[CUDA_THREADS];
+ * no float atomics) adds the partials in block order and resets the counter for the next op. The
+ * squares add up in double, as on the CPU: a float sum overflows once |x| passes ~1e19. */
+__global__ void k_l2_norm(const float *x, size_t n, double *part, unsigned *done, float *out) {
+    __shared__ double red[CUDA_THREADS];
     __shared__ bool last;
-    float acc = 0.0f;
-    GRID_STRIDE(i, n) acc += x[i] * x[i];
-    float t = block_sum(acc, red);
+    double acc = 0.0;
+    GRID_STRIDE(i, n) acc += (double)x[i] * (double)x[i];
+    double t = block_sum_d(acc, red);
     if (threadIdx.x == 0) {
         part[blockIdx.x] = t;
         __threadfence();
@@ -29,12 +30,12 @@ __global__ void k_l2_norm(const float *x, size_t n, float *part, unsigned *done,
     __syncthreads();
     if (!last) return;
     __threadfence();
-    acc = 0.0f;
-    for (unsigned p = threadIdx.x; p < gridDim.x; p += blockDim.x) acc += ((volatile float *)part)[p];
+    acc = 0.0;
+    for (unsigned p = threadIdx.x; p < gridDim.x; p += blockDim.x) acc += ((volatile double *)part)[p];
     __syncthreads();
-    t = block_sum(acc, red);
+    t = block_sum_d(acc, red);
     if (threadIdx.x == 0) {
-        out[0] = sqrtf(t);
+        out[0] = (float)sqrt(t);
         *done = 0;
     }
 }
@@ -88,7 +89,7 @@ dqn_status cuda_l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(out && (x || n == 0), "l2_norm: NULL pointer");
     unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* <= 16 per SM, far below the scratch */
-    k_l2_norm<<<P, CUDA_THREADS, 0, c->stream>>>(x, n, c->scratch, c->blocks_done, out);
+    k_l2_norm<<<P, CUDA_THREADS, 0, c->stream>>>(x, n, (double *)c->scratch, c->blocks_done, out);
     LAUNCH_CHECK();
     return DQN_OK;
 }
