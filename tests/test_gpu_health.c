@@ -111,18 +111,40 @@ static void test_op(size_t big) {
                            {dstg + 1000, cp_src.g, 4000, DQN_HCOPY_ON_FREEZE}};
         dqn_hcheck hcc[NC], hcg[NC];
         for (int k = 0; k < NC; k++) hcc[k] = ck[k][0], hcg[k] = ck[k][1];
-        dqn_hplan_desc dc = {hc, &stepc, 1e6f, 1e3f, 0.99f, 1, hcc, NC, cc, 2, commit, NC, 4};
-        dqn_hplan_desc dg = {hg, stepg, 1e6f, 1e3f, 0.99f, 1, hcg, NC, cg, 2, commit, NC, 4};
+        /* checks 0-2 in a deferred plan, 3-4 and the copies in a plan that finishes it */
+        dqn_hplan_desc da = {.blk = hc, .step = &stepc, .guard_scale = 1e6f, .guard_floor = 1e3f,
+                             .decay = 0.99f, .guard_mode = 1, .checks = hcc, .n_checks = 3,
+                             .defer = 1};
+        dqn_hplan_desc ga = da;
+        ga.blk = hg;
+        ga.step = stepg;
+        ga.checks = hcg;
+        void *pca, *pga;
+        CHECK_OK(cpu->ops->health_plan(cpu, &da, &pca));
+        CHECK_OK(gpu->ops->health_plan(gpu, &ga, &pga));
+        void *const dfc[1] = {pca}, *const dfg[1] = {pga};
+        dqn_hplan_desc dc = {.blk = hc, .step = &stepc, .guard_scale = 1e6f, .guard_floor = 1e3f,
+                             .decay = 0.99f, .guard_mode = 1, .checks = hcc + 3, .n_checks = 2,
+                             .copies = cc, .n_copies = 2, .commit = commit, .n_slots = NC,
+                             .rollback_slot = 4, .deferred = dfc, .n_deferred = commit};
+        dqn_hplan_desc dg = dc;
+        dg.blk = hg;
+        dg.step = stepg;
+        dg.checks = hcg + 3;
+        dg.copies = cg;
+        dg.deferred = dfg;
         void *pc, *pg;
         CHECK_OK(cpu->ops->health_plan(cpu, &dc, &pc));
         CHECK_OK(gpu->ops->health_plan(gpu, &dg, &pg));
         for (int rep = 0; rep < 2; rep++) {   /* the second run sees the ISV the first fed */
+            CHECK_OK(cpu->ops->health_check(cpu, pca));
+            CHECK_OK(gpu->ops->health_check(gpu, pga));
             CHECK_OK(cpu->ops->health_check(cpu, pc));
             CHECK_OK(gpu->ops->health_check(gpu, pg));
             CHECK_OK(gpu->ops->d2h(gpu, hback, hg, sizeof *hback));
             char what[64];
             snprintf(what, sizeof what, "op commit %d run %d", commit, rep);
-            compare_blocks(hc, hback, NC, 8, what);
+            compare_blocks(hc, hback, commit ? NC : 3 + 2, 8, what);
             for (int k = 0; k < NC; k++) {
                 float *got = malloc(b[k].n * 4);
                 CHECK_OK(gpu->ops->d2h(gpu, got, b[k].g, b[k].n * 4));
@@ -133,11 +155,14 @@ static void test_op(size_t big) {
             CHECK_OK(gpu->ops->d2h(gpu, got, dstg, sizeof got));
             CHECK(memcmp(got, dstc, sizeof got) == 0, "%s: copies", what);
         }
+        cpu->ops->health_plan_free(cpu, pca);
+        gpu->ops->health_plan_free(gpu, pga);
         cpu->ops->health_plan_free(cpu, pc);
         gpu->ops->health_plan_free(gpu, pg);
     }
-    CHECK(hc->event.slot >= 0 && hc->cur[3].guarded > 0 && hc->updates == 2, "the op test had "
-          "events and guards to compare (event %d, guarded %u)", hc->event.slot, hc->cur[3].guarded);
+    CHECK(hc->event.slot >= 0 && hc->tot[3].guarded > 0 && hc->updates == 2, "the op test had "
+          "events and guards to compare (event %d, guarded %llu)", hc->event.slot,
+          (unsigned long long)hc->tot[3].guarded);
     for (int k = 0; k < NC; k++) free_buf(&b[k]);
     free_buf(&cp_src);
     free(hc);

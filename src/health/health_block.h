@@ -109,6 +109,12 @@ typedef struct {
     int commit;                /* resolve the update: first event, freeze, rollback, counters */
     int n_slots;               /* commit: slots in execution order */
     int rollback_slot;         /* commit: an event there restores the ON_ROLLBACK copies (-1) */
+    /* A backend may leave a plan's bookkeeping (not its scan and guard) to the commit plan that
+     * lists it in `deferred`: such a plan must feed only ISV entries that no check before the
+     * commit reads as a bound, and set no skip (the inline guard points are such plans). */
+    int defer;
+    void *const *deferred;
+    int n_deferred;
 } dqn_hplan_desc;
 
 #endif

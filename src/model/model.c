@@ -313,7 +313,6 @@ static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
     DQN_TRY(OPS->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, NULL, m->loss, m->bw.dZ,
                                 NULL, B, c->N, c->Nt, br, c->mode, c->kappa));
     SLOT(hm, loss, m->loss, 1);
-    if (hm) DQN_TRY(dqn_model_health_fwd(m));
     SLOT(hm, dZ, m->bw.dZ, (size_t)B * c->N * br->A);
     return DQN_OK;
 }

@@ -1,9 +1,11 @@
 /* The numerical-health wiring of the update (SPEC 4): which buffer each slot of the table
  * (health/slots.c) checks, where in the update, with which guard; the state backup that
  * `dqn health --replay` and the guard's rollback use. Checks are batched into few plans (one op
- * each): the forward's slots at the end of the IQN stage, the heads' gradients inline (the head
- * clip rescales them next), the other backward slots after the gradient norm, the parameters with
- * the commit. In guard mode the clamp points run inline, where SPEC 4 puts them. */
+ * each): the heads' gradients inline (the head clip rescales them next); in guard mode the other
+ * clamp points inline, where SPEC 4 puts them; every other slot (the forward's buffers persist to
+ * the end of the update) with the state backup after the gradient norm, whose events decide
+ * Adam's skip; the parameters with the commit, which also does the inline plans' bookkeeping.
+ * So every bound of an update comes from the ISV as it was when the update started. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +45,7 @@ static void add_copy(plan_build *p, void *dst, const void *src, size_t bytes, in
     p->copies[p->n_copies++] = (dqn_hcopy){dst, src, bytes, when};
 }
 
-static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, void **out) {
+static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer, void **out) {
     dqn_backend *be = m->be;
     dqn_hplan_desc d;
     memset(&d, 0, sizeof d);
@@ -60,6 +62,15 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, void **out)
     d.commit = commit;
     d.n_slots = m->h.tab.n_slots;
     d.rollback_slot = commit ? m->h.tab.params : -1;
+    d.defer = defer;
+    void *deferred[4];
+    if (commit) {
+        const dqn_model_health *h = &m->h;
+        void *const inl[4] = {h->plan_heads, h->plan_dcat, h->plan_dtrunk, h->plan_dtrunk_out};
+        for (int k = 0; k < 4; k++)
+            if (inl[k]) deferred[d.n_deferred++] = inl[k];
+        d.deferred = deferred;
+    }
     return OPS->health_plan(be, &d, out);
 }
 
@@ -129,7 +140,51 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     dqn_status s = DQN_OK;
     dqn_hcheck k;
 
-    /* forward + targets + loss, with the backup of the state the update starts from */
+    /* the heads' gradients, before the head clip rescales them (and, guarded, before their GEMMs) */
+    k = check_of(m, t->d_value, m->bw.dV, R);
+    feed(&k, t->i_rms_dv, DQN_HSTAT_RMS);
+    add_check(p, k);
+    k = check_of(m, t->d_adv, m->bw.dAdv, R * A);
+    feed(&k, t->i_rms_da, DQN_HSTAT_RMS);
+    add_check(p, k);
+    s = make_plan(m, p, 0, 1, &h->plan_heads);
+
+    /* the other clamp points: inline plans in guard mode, else checked with the rest */
+    dqn_hcheck kc, kt, ko;
+    memset(&kc, 0, sizeof kc);
+    memset(&ko, 0, sizeof ko);
+    if (a->bottleneck > 0) {
+        kc = check_of(m, t->d_concat, m->bw.dcat, R * 2 * d);
+        feed(&kc, t->i_rms_dcat, DQN_HSTAT_RMS);
+    }
+    kt = check_of(m, t->d_trunk, m->bw.dh, B * d);
+    feed(&kt, t->i_rms_dtrunk, DQN_HSTAT_RMS);
+    if (Lb > 0) {
+        ko = check_of(m, t->grn_din[0], m->bw.dh_in[0], B * d);
+        feed(&ko, t->i_rms_dtrunk_out, DQN_HSTAT_RMS);
+    }
+    if (guard) {
+        if (a->bottleneck > 0 && s == DQN_OK) {
+            memset(p, 0, sizeof *p);
+            add_check(p, kc);
+            s = make_plan(m, p, 0, 1, &h->plan_dcat);
+        }
+        if (s == DQN_OK) {
+            memset(p, 0, sizeof *p);
+            add_check(p, kt);
+            s = make_plan(m, p, 0, 1, &h->plan_dtrunk);
+        }
+        if (Lb > 0 && s == DQN_OK) {
+            memset(p, 0, sizeof *p);
+            add_check(p, ko);
+            s = make_plan(m, p, 0, 1, &h->plan_dtrunk_out);
+        }
+    }
+
+    /* after the gradient norm: the backup of the state the update started from, the forward's
+     * slots, the rest of the backward's, the parameter gradients and the norm (an event in those
+     * skips Adam) */
+    memset(p, 0, sizeof *p);
     add_copy(p, bk + h->off_params, m->params, pb, DQN_HCOPY_ALWAYS);
     add_copy(p, bk + h->off_target, m->target, pb, DQN_HCOPY_ALWAYS);
     add_copy(p, bk + h->off_m, m->adam_m, pb, DQN_HCOPY_ALWAYS);
@@ -163,52 +218,6 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     k = check_of(m, t->loss, m->loss, 1);
     feed(&k, t->i_loss, DQN_HSTAT_MEANABS);
     add_check(p, k);
-    s = make_plan(m, p, 0, &h->plan_fwd);
-
-    /* the heads' gradients, before the head clip rescales them (and, guarded, before their GEMMs) */
-    memset(p, 0, sizeof *p);
-    k = check_of(m, t->d_value, m->bw.dV, R);
-    feed(&k, t->i_rms_dv, DQN_HSTAT_RMS);
-    add_check(p, k);
-    k = check_of(m, t->d_adv, m->bw.dAdv, R * A);
-    feed(&k, t->i_rms_da, DQN_HSTAT_RMS);
-    add_check(p, k);
-    if (s == DQN_OK) s = make_plan(m, p, 0, &h->plan_heads);
-
-    /* the other clamp points: inline plans in guard mode, else checked with the backward's rest */
-    dqn_hcheck kc, kt, ko;
-    memset(&kc, 0, sizeof kc);
-    memset(&ko, 0, sizeof ko);
-    if (a->bottleneck > 0) {
-        kc = check_of(m, t->d_concat, m->bw.dcat, R * 2 * d);
-        feed(&kc, t->i_rms_dcat, DQN_HSTAT_RMS);
-    }
-    kt = check_of(m, t->d_trunk, m->bw.dh, B * d);
-    feed(&kt, t->i_rms_dtrunk, DQN_HSTAT_RMS);
-    if (Lb > 0) {
-        ko = check_of(m, t->grn_din[0], m->bw.dh_in[0], B * d);
-        feed(&ko, t->i_rms_dtrunk_out, DQN_HSTAT_RMS);
-    }
-    if (guard) {
-        if (a->bottleneck > 0 && s == DQN_OK) {
-            memset(p, 0, sizeof *p);
-            add_check(p, kc);
-            s = make_plan(m, p, 0, &h->plan_dcat);
-        }
-        if (s == DQN_OK) {
-            memset(p, 0, sizeof *p);
-            add_check(p, kt);
-            s = make_plan(m, p, 0, &h->plan_dtrunk);
-        }
-        if (Lb > 0 && s == DQN_OK) {
-            memset(p, 0, sizeof *p);
-            add_check(p, ko);
-            s = make_plan(m, p, 0, &h->plan_dtrunk_out);
-        }
-    }
-
-    /* the rest of the backward, the parameter gradients and the norm: an event there skips Adam */
-    memset(p, 0, sizeof *p);
     add_check(p, check_of(m, t->dZ, m->bw.dZ, R * A));
     if (!guard) {
         if (a->bottleneck > 0) add_check(p, kc);
@@ -226,7 +235,7 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     feed(&k, t->i_gnorm, DQN_HSTAT_MEANABS);
     k.skip = 1;
     add_check(p, k);
-    if (s == DQN_OK) s = make_plan(m, p, 0, &h->plan_bwd);
+    if (s == DQN_OK) s = make_plan(m, p, 0, 0, &h->plan_bwd);
 
     /* the parameters after the update, and the update's resolution */
     memset(p, 0, sizeof *p);
@@ -235,7 +244,7 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     add_copy(p, m->params, bk + h->off_params, pb, DQN_HCOPY_ON_ROLLBACK);
     add_copy(p, m->adam_m, bk + h->off_m, pb, DQN_HCOPY_ON_ROLLBACK);
     add_copy(p, m->adam_v, bk + h->off_v, pb, DQN_HCOPY_ON_ROLLBACK);
-    if (s == DQN_OK) s = make_plan(m, p, 1, &h->plan_commit);
+    if (s == DQN_OK) s = make_plan(m, p, 1, 0, &h->plan_commit);
     free(p);
     return s;
 }
@@ -243,8 +252,8 @@ dqn_status dqn_model_health_create(dqn_model *m) {
 void dqn_model_health_destroy(dqn_model *m) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
-    void *plans[] = {h->plan_fwd, h->plan_heads, h->plan_dcat, h->plan_dtrunk,
-                     h->plan_dtrunk_out, h->plan_bwd, h->plan_commit};
+    void *plans[] = {h->plan_commit, h->plan_bwd, h->plan_heads, h->plan_dcat, h->plan_dtrunk,
+                     h->plan_dtrunk_out};
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++)
         if (plans[k]) OPS->health_plan_free(be, plans[k]);
     if (h->blk) OPS->free(be, h->blk);
@@ -269,9 +278,6 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
     return DQN_OK;
 }
 
-dqn_status dqn_model_health_fwd(dqn_model *m) {
-    return m->h.plan_fwd ? m->be->ops->health_check(m->be, m->h.plan_fwd) : DQN_OK;
-}
 dqn_status dqn_model_health_bwd(dqn_model *m) {
     return m->h.plan_bwd ? m->be->ops->health_check(m->be, m->h.plan_bwd) : DQN_OK;
 }

@@ -7,10 +7,16 @@
 #include "backends/cpu/cpu.h"
 #include "core/error.h"
 
+/* One check's figures for one update, before its bookkeeping. */
+typedef struct {
+    dqn_hslot_cur cur;
+} cpu_scan;
+
 typedef struct {
     dqn_hplan_desc d;   /* checks and copies point into the arrays below */
     dqn_hcheck *checks;
     dqn_hcopy *copies;
+    cpu_scan *scans;    /* [n_checks]: a deferred plan's figures, kept for its commit */
 } cpu_plan;
 
 dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan) {
@@ -18,6 +24,11 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
     *plan = NULL;
     if (!desc || !desc->blk || !desc->step)
         return DQN_ERR(DQN_ERR_ARG, "health_plan: NULL block or step");
+    if (desc->n_deferred < 0 || (desc->n_deferred && !desc->commit))
+        return DQN_ERR(DQN_ERR_ARG, "health_plan: only a commit plan finishes deferred plans");
+    for (int i = 0; i < desc->n_deferred; i++)
+        if (!desc->deferred[i] || !((const cpu_plan *)desc->deferred[i])->d.defer)
+            return DQN_ERR(DQN_ERR_ARG, "health_plan: deferred plan %d was not built with defer", i);
     if (desc->n_checks < 0 || desc->n_checks > DQN_HEALTH_MAX_SLOTS || desc->n_copies < 0 ||
         desc->n_slots > DQN_HEALTH_MAX_SLOTS)
         return DQN_ERR(DQN_ERR_ARG, "health_plan: %d checks, %d copies, %d slots", desc->n_checks,
@@ -34,9 +45,11 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
     p->d = *desc;
     p->checks = calloc((size_t)desc->n_checks + 1, sizeof *p->checks);
     p->copies = calloc((size_t)desc->n_copies + 1, sizeof *p->copies);
-    if (!p->checks || !p->copies) {
+    p->scans = calloc((size_t)desc->n_checks + 1, sizeof *p->scans);
+    if (!p->checks || !p->copies || !p->scans) {
         free(p->checks);
         free(p->copies);
+        free(p->scans);
         free(p);
         return DQN_ERR(DQN_ERR_NOMEM, "health plan");
     }
@@ -44,6 +57,16 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
     if (desc->n_copies) memcpy(p->copies, desc->copies, (size_t)desc->n_copies * sizeof *p->copies);
     p->d.checks = p->checks;
     p->d.copies = p->copies;
+    p->d.deferred = NULL;   /* read from desc at run time would dangle: keep our own list */
+    if (desc->n_deferred) {
+        void **list = calloc((size_t)desc->n_deferred, sizeof *list);
+        if (!list) {
+            dqn_cpu_health_plan_free(be, p);
+            return DQN_ERR(DQN_ERR_NOMEM, "health plan");
+        }
+        memcpy(list, desc->deferred, (size_t)desc->n_deferred * sizeof *list);
+        p->d.deferred = list;
+    }
     *plan = p;
     return DQN_OK;
 }
@@ -54,6 +77,8 @@ void dqn_cpu_health_plan_free(dqn_backend *be, void *plan) {
     if (!p) return;
     free(p->checks);
     free(p->copies);
+    free(p->scans);
+    free((void *)p->d.deferred);
     free(p);
 }
 
@@ -72,9 +97,49 @@ static void isv_feed(float *v, float sample, float decay) {
     }
 }
 
-static void check_one(const dqn_hplan_desc *d, const dqn_hcheck *c, float bound) {
-    dqn_health_block *blk = d->blk;
+/* The common case in one branch-free pass: max |x| and the sums in 8 independent lanes (the
+ * compiler vectorises it). Returns 0 if x holds a non-finite value (the sums are then NaN or Inf)
+ * or, with guard, a value above the bound: the exact pass below then runs. */
+enum { HL = 8 };
+static int scan_fast(const float *x, size_t n, float bound, int guard, dqn_hslot_cur *cur) {
+    float mx[HL] = {0};
+    double ss[HL] = {0}, sa[HL] = {0};
+    size_t i = 0;
+    for (; i + HL <= n; i += HL)
+        for (int j = 0; j < HL; j++) {
+            float v = x[i + j], a = fabsf(v);
+            mx[j] = a > mx[j] ? a : mx[j];
+            ss[j] += (double)v * (double)v;
+            sa[j] += (double)a;
+        }
+    for (int j = 0; i < n; i++, j++) {
+        float v = x[i], a = fabsf(v);
+        mx[j] = a > mx[j] ? a : mx[j];
+        ss[j] += (double)v * (double)v;
+        sa[j] += (double)a;
+    }
+    float m = 0.0f;
+    double sq = 0.0, sb = 0.0;
+    for (int j = 0; j < HL; j++) {
+        m = mx[j] > m ? mx[j] : m;
+        sq += ss[j];
+        sb += sa[j];
+    }
+    if (!isfinite(sq) || !isfinite(sb) || !isfinite(m) || (guard && m > bound)) return 0;
+    memset(cur, 0, sizeof *cur);
+    cur->maxabs = m;
+    cur->rms = n ? (float)sqrt(sq / (double)n) : 0.0f;
+    cur->meanabs = n ? (float)(sb / (double)n) : 0.0f;
+    cur->bound = bound;
+    cur->first_index = DQN_HEALTH_NO_INDEX;
+    cur->event = m > bound ? DQN_EVENT_RANGE : DQN_EVENT_NONE;
+    return 1;
+}
+
+/* The scan of one check: its figures, and the guard's clamps. */
+static void scan_one(const dqn_hplan_desc *d, const dqn_hcheck *c, float bound, dqn_hslot_cur *cur) {
     int guard = c->guard && d->guard_mode;
+    if (scan_fast(c->x, c->n, bound, guard, cur)) return;
     uint32_t nonfinite = 0, nan_count = 0, guarded = 0;
     uint64_t first = DQN_HEALTH_NO_INDEX;
     float first_value = 0.0f, maxabs = 0.0f;
@@ -104,7 +169,7 @@ static void check_one(const dqn_hplan_desc *d, const dqn_hcheck *c, float bound)
         }
     }
     size_t finite = c->n - nonfinite;
-    dqn_hslot_cur *cur = &blk->cur[c->slot];
+    memset(cur, 0, sizeof *cur);
     cur->nonfinite = nonfinite;
     cur->nan = nan_count;
     cur->guarded = guarded;
@@ -118,17 +183,23 @@ static void check_one(const dqn_hplan_desc *d, const dqn_hcheck *c, float bound)
                  : nonfinite ? (first_value > 0 ? DQN_EVENT_POSINF : DQN_EVENT_NEGINF)
                  : maxabs > bound ? DQN_EVENT_RANGE
                                   : DQN_EVENT_NONE;
+}
+
+/* The bookkeeping of one check: cur, the totals, the ISV, the skip flag. */
+static void apply_one(const dqn_hplan_desc *d, const dqn_hcheck *c, const dqn_hslot_cur *cur) {
+    dqn_health_block *blk = d->blk;
+    blk->cur[c->slot] = *cur;
     dqn_hslot_tot *tot = &blk->tot[c->slot];
-    tot->nonfinite += nonfinite;
-    tot->guarded += guarded;
-    if (maxabs > tot->maxabs) tot->maxabs = maxabs;
+    tot->nonfinite += cur->nonfinite;
+    tot->guarded += cur->guarded;
+    if (cur->maxabs > tot->maxabs) tot->maxabs = cur->maxabs;
     if (cur->event) {
         if (tot->events == 0) tot->first_event_update = (int64_t)*d->step;
         tot->events++;
         if (c->skip && d->guard_mode) blk->skip = 1;
         return;
     }
-    if (c->isv_scale >= 0) isv_feed(&blk->isv[c->isv_scale], maxabs, d->decay);
+    if (c->isv_scale >= 0) isv_feed(&blk->isv[c->isv_scale], cur->maxabs, d->decay);
     if (c->isv_stat >= 0 && c->stat != DQN_HSTAT_NONE)
         isv_feed(&blk->isv[c->isv_stat], c->stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
                  d->decay);
@@ -167,17 +238,21 @@ static void commit(const dqn_hplan_desc *d) {
 
 dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
     (void)be;
-    const cpu_plan *p = plan;
+    cpu_plan *p = (cpu_plan *)plan;
     if (!p) return DQN_ERR(DQN_ERR_ARG, "health_check: NULL plan");
     const dqn_hplan_desc *d = &p->d;
     run_copies(d, DQN_HCOPY_ALWAYS);
-    /* every bound is read before any check of the op feeds the ISV */
+    /* every bound is read before any of the op's bookkeeping feeds the ISV */
     float bound[DQN_HEALTH_MAX_SLOTS];
-    if (d->n_checks > DQN_HEALTH_MAX_SLOTS)
-        return DQN_ERR(DQN_ERR_ARG, "health_check: %d checks", d->n_checks);
     for (int i = 0; i < d->n_checks; i++)
         bound[i] = fmaxf(d->guard_scale * d->blk->isv[d->checks[i].isv_bound], d->guard_floor);
-    for (int i = 0; i < d->n_checks; i++) check_one(d, &d->checks[i], bound[i]);
+    for (int i = 0; i < d->n_checks; i++) scan_one(d, &d->checks[i], bound[i], &p->scans[i].cur);
+    if (d->defer) return DQN_OK;   /* the commit plan applies them */
+    for (int k = 0; k < d->n_deferred; k++) {
+        const cpu_plan *q = d->deferred[k];
+        for (int i = 0; i < q->d.n_checks; i++) apply_one(&q->d, &q->d.checks[i], &q->scans[i].cur);
+    }
+    for (int i = 0; i < d->n_checks; i++) apply_one(d, &d->checks[i], &p->scans[i].cur);
     if (d->commit) commit(d);
     return DQN_OK;
 }

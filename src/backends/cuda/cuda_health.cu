@@ -9,9 +9,11 @@
 #include <math.h>
 
 #define HT 256                     /* threads per block */
-#define H_ELEMS_PER_THREAD 8       /* the least work a block is given */
+#define HW (HT / 32)               /* warps per block */
+#define H_ELEMS_PER_THREAD 16      /* the least work a block is given */
 #define H_MAX_BLOCKS_PER_ITEM 4    /* x the multiprocessors */
 
+/* One block's figures for one check. */
 typedef struct {
     uint32_t nonfinite, nan, guarded;
     float bound;                   /* the bound the block used (read before any ISV update) */
@@ -20,11 +22,19 @@ typedef struct {
     double sumsq, sumabs;
 } hpart;
 
+/* What the commit kernel needs of a deferred plan to finish its bookkeeping. */
+typedef struct {
+    const dqn_hcheck *checks;
+    int n_checks;
+    const int *item_first;
+    const hpart *parts;
+} hdeferred;
+
 typedef struct {
     dqn_health_block *blk;
     const uint64_t *step;
     float guard_scale, guard_floor, decay;
-    int guard_mode, commit, n_slots, rollback_slot;
+    int guard_mode, commit, n_slots, rollback_slot, defer;
     const dqn_hcheck *checks;
     int n_checks;
     const dqn_hcopy *copies;
@@ -33,6 +43,8 @@ typedef struct {
     const int *item_first;         /* [items + 1]: first block of each item */
     hpart *parts;                  /* [blocks] */
     unsigned *done;
+    const hdeferred *deferred;
+    int n_deferred;
 } hparams;
 
 typedef struct {
@@ -41,74 +53,124 @@ typedef struct {
     void *dev;                     /* one allocation holding everything the kernel reads */
 } cuda_hplan;
 
-/* ---- block reductions in a fixed tree (deterministic) ---- */
-
-__device__ static double red_sum_d(double v, double *sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned o = HT / 2; o > 0; o >>= 1) {
-        if (threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-__device__ static uint32_t red_sum_u(uint32_t v, uint32_t *sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned o = HT / 2; o > 0; o >>= 1) {
-        if (threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
-        __syncthreads();
-    }
-    uint32_t r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-__device__ static float red_max_f(float v, float *sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned o = HT / 2; o > 0; o >>= 1) {
-        if (threadIdx.x < o) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + o]);
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-/* the smallest index and the value at it */
-__device__ static void red_min_idx(uint64_t *idx, float *val, uint64_t *shi, float *shv) {
-    shi[threadIdx.x] = *idx;
-    shv[threadIdx.x] = *val;
-    __syncthreads();
-    for (unsigned o = HT / 2; o > 0; o >>= 1) {
-        if (threadIdx.x < o && shi[threadIdx.x + o] < shi[threadIdx.x]) {
-            shi[threadIdx.x] = shi[threadIdx.x + o];
-            shv[threadIdx.x] = shv[threadIdx.x + o];
-        }
-        __syncthreads();
-    }
-    *idx = shi[0];
-    *val = shv[0];
-    __syncthreads();
-}
+/* ---- reductions in a fixed order (deterministic) ---- */
 
 typedef struct {
-    double d[HT];
-    uint64_t i[HT];
-    float f[HT];
-    uint32_t u[HT];
-    float fv[HT];
-} hshared;
+    uint32_t nonfinite, nan, guarded;
+    float maxabs, first_value;
+    uint64_t first_index;
+    double sumsq, sumabs;
+} hacc;
+
+__device__ static void acc_init(hacc *a) {
+    a->nonfinite = a->nan = a->guarded = 0;
+    a->maxabs = 0.0f;
+    a->first_value = 0.0f;
+    a->first_index = DQN_HEALTH_NO_INDEX;
+    a->sumsq = a->sumabs = 0.0;
+}
+
+/* b folds into a; b's indices are later than a's only by position, so the smaller index wins */
+__device__ static void acc_merge(hacc *a, const hacc *b) {
+    a->nonfinite += b->nonfinite;
+    a->nan += b->nan;
+    a->guarded += b->guarded;
+    a->maxabs = fmaxf(a->maxabs, b->maxabs);
+    a->sumsq += b->sumsq;
+    a->sumabs += b->sumabs;
+    if (b->first_index < a->first_index) {
+        a->first_index = b->first_index;
+        a->first_value = b->first_value;
+    }
+}
+
+__device__ static void acc_shfl_down(hacc *a, int o) {
+    hacc b;
+    b.nonfinite = __shfl_down_sync(0xffffffffu, a->nonfinite, o);
+    b.nan = __shfl_down_sync(0xffffffffu, a->nan, o);
+    b.guarded = __shfl_down_sync(0xffffffffu, a->guarded, o);
+    b.maxabs = __shfl_down_sync(0xffffffffu, a->maxabs, o);
+    b.first_value = __shfl_down_sync(0xffffffffu, a->first_value, o);
+    b.first_index = __shfl_down_sync(0xffffffffu, a->first_index, o);
+    b.sumsq = __shfl_down_sync(0xffffffffu, a->sumsq, o);
+    b.sumabs = __shfl_down_sync(0xffffffffu, a->sumabs, o);
+    acc_merge(a, &b);
+}
+
+__device__ static void warp_reduce(hacc *a) {
+    for (int o = 16; o > 0; o >>= 1) acc_shfl_down(a, o);
+}
+
+/* the whole block's sum in thread 0 (warps in order, lanes in a fixed tree) */
+__device__ static void block_reduce(hacc *a, hacc *sh) {
+    warp_reduce(a);
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+    if (l == 0) sh[w] = *a;
+    __syncthreads();
+    if (w == 0) {
+        if (l < HW) *a = sh[l];
+        else acc_init(a);
+        warp_reduce(a);
+    }
+    __syncthreads();
+}
+
+__device__ static void scan_one(hacc *a, float *x, size_t i, float v, float bound, bool guard) {
+    if (!isfinite(v)) {
+        a->nonfinite++;
+        if (isnan(v)) a->nan++;
+        if (i < a->first_index) {
+            a->first_index = i;
+            a->first_value = v;
+        }
+        if (guard) {
+            x[i] = 0.0f;
+            a->guarded++;
+        }
+        return;
+    }
+    float av = fabsf(v);
+    a->maxabs = fmaxf(a->maxabs, av);
+    a->sumsq += (double)v * (double)v;
+    a->sumabs += (double)av;
+    if (guard && av > bound) {
+        x[i] = copysignf(bound, v);
+        a->guarded++;
+    }
+}
+
+/* the block's share of x: 16-byte loads where x is aligned, a grid-stride over float4s */
+__device__ static void scan(hacc *a, float *x, size_t n, int part, int nparts, float bound,
+                            bool guard) {
+    size_t head = 0;
+    if (((uintptr_t)x & 15) == 0) {
+        size_t n4 = n / 4;
+        const float4 *x4 = (const float4 *)x;
+        for (size_t j = (size_t)part * HT + threadIdx.x; j < n4; j += (size_t)nparts * HT) {
+            float4 v = x4[j];
+            scan_one(a, x, 4 * j, v.x, bound, guard);
+            scan_one(a, x, 4 * j + 1, v.y, bound, guard);
+            scan_one(a, x, 4 * j + 2, v.z, bound, guard);
+            scan_one(a, x, 4 * j + 3, v.w, bound, guard);
+        }
+        head = n4 * 4;
+    }
+    for (size_t i = head + (size_t)part * HT + threadIdx.x; i < n; i += (size_t)nparts * HT)
+        scan_one(a, x, i, x[i], bound, guard);
+}
 
 __device__ static void block_copy(const dqn_hcopy *c, int part, int nparts) {
-    size_t words = c->bytes / 4;
+    const size_t bytes = c->bytes;
+    if ((((uintptr_t)c->src | (uintptr_t)c->dst | bytes) & 15) == 0) {
+        const float4 *src = (const float4 *)c->src;
+        float4 *dst = (float4 *)c->dst;
+        for (size_t i = (size_t)part * HT + threadIdx.x; i < bytes / 16; i += (size_t)nparts * HT)
+            dst[i] = src[i];
+        return;
+    }
     const uint32_t *src = (const uint32_t *)c->src;
     uint32_t *dst = (uint32_t *)c->dst;
-    for (size_t i = (size_t)part * HT + threadIdx.x; i < words; i += (size_t)nparts * HT)
+    for (size_t i = (size_t)part * HT + threadIdx.x; i < bytes / 4; i += (size_t)nparts * HT)
         dst[i] = src[i];
 }
 
@@ -121,8 +183,65 @@ __device__ static void isv_feed(float *v, float sample, float decay) {
     }
 }
 
+/* One warp: a check's partials [b0, b0 + nb) in a fixed order, then its bookkeeping (lane 0). */
+__device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpart *parts, int b0,
+                                int nb) {
+    dqn_health_block *blk = k->blk;
+    const int l = threadIdx.x % 32;
+    hacc a;
+    acc_init(&a);
+    for (int j = l; j < nb; j += 32) {
+        const volatile hpart *q = (const volatile hpart *)&parts[b0 + j];
+        hacc b;
+        b.nonfinite = q->nonfinite;
+        b.nan = q->nan;
+        b.guarded = q->guarded;
+        b.maxabs = q->maxabs;
+        b.first_value = q->first_value;
+        b.first_index = q->first_index;
+        b.sumsq = q->sumsq;
+        b.sumabs = q->sumabs;
+        acc_merge(&a, &b);
+    }
+    warp_reduce(&a);
+    if (l != 0) return;
+    const float bound = ((const volatile hpart *)&parts[b0])->bound;
+    const size_t finite = c->n - a.nonfinite;
+    dqn_hslot_cur cur;
+    cur.nonfinite = a.nonfinite;
+    cur.nan = a.nan;
+    cur.guarded = a.guarded;
+    cur.maxabs = a.maxabs;
+    cur.rms = finite ? (float)sqrt(a.sumsq / (double)finite) : 0.0f;
+    cur.meanabs = finite ? (float)(a.sumabs / (double)finite) : 0.0f;
+    cur.bound = bound;
+    cur.first_index = a.first_index;
+    cur.first_value = a.first_value;
+    cur.pad = 0;
+    cur.event = a.nan ? DQN_EVENT_NAN
+                : a.nonfinite ? (a.first_value > 0 ? DQN_EVENT_POSINF : DQN_EVENT_NEGINF)
+                : a.maxabs > bound ? DQN_EVENT_RANGE
+                                   : DQN_EVENT_NONE;
+    blk->cur[c->slot] = cur;
+    dqn_hslot_tot tot = blk->tot[c->slot];
+    tot.nonfinite += a.nonfinite;
+    tot.guarded += a.guarded;
+    tot.maxabs = fmaxf(tot.maxabs, a.maxabs);
+    if (cur.event) {
+        if (tot.events == 0) tot.first_event_update = (int64_t)*k->step;
+        tot.events++;
+        if (c->skip && k->guard_mode) blk->skip = 1;
+    } else {
+        if (c->isv_scale >= 0) isv_feed(&blk->isv[c->isv_scale], a.maxabs, k->decay);
+        if (c->isv_stat >= 0 && c->stat != DQN_HSTAT_NONE)
+            isv_feed(&blk->isv[c->isv_stat], c->stat == DQN_HSTAT_RMS ? cur.rms : cur.meanabs,
+                     k->decay);
+    }
+    blk->tot[c->slot] = tot;
+}
+
 __global__ void __launch_bounds__(HT) k_health(hparams k) {
-    __shared__ hshared sh;
+    __shared__ hacc sh[HW];
     __shared__ bool last;
     __shared__ int decide[3];   /* event slot (-1), freeze, rollback */
     const int b = blockIdx.x, item = k.block_item[b];
@@ -134,48 +253,25 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     } else {
         const dqn_hcheck c = k.checks[item];
         const float bound = fmaxf(k.guard_scale * blk->isv[c.isv_bound], k.guard_floor);
-        const bool guard = c.guard && k.guard_mode;
-        uint32_t nonfinite = 0, nan_count = 0, guarded = 0;
-        uint64_t first = DQN_HEALTH_NO_INDEX;
-        float first_value = 0.0f, maxabs = 0.0f;
-        double sumsq = 0.0, sumabs = 0.0;
-        for (size_t i = (size_t)part * HT + threadIdx.x; i < c.n; i += (size_t)nparts * HT) {
-            float v = c.x[i];
-            if (!isfinite(v)) {
-                nonfinite++;
-                if (isnan(v)) nan_count++;
-                if (first == DQN_HEALTH_NO_INDEX) {   /* a thread's indices only grow */
-                    first = i;
-                    first_value = v;
-                }
-                if (guard) {
-                    c.x[i] = 0.0f;
-                    guarded++;
-                }
-                continue;
-            }
-            float a = fabsf(v);
-            maxabs = fmaxf(maxabs, a);
-            sumsq += (double)v * (double)v;
-            sumabs += (double)a;
-            if (guard && a > bound) {
-                c.x[i] = copysignf(bound, v);
-                guarded++;
-            }
+        hacc a;
+        acc_init(&a);
+        scan(&a, c.x, c.n, part, nparts, bound, c.guard && k.guard_mode);
+        block_reduce(&a, sh);
+        if (threadIdx.x == 0) {
+            hpart p;
+            p.nonfinite = a.nonfinite;
+            p.nan = a.nan;
+            p.guarded = a.guarded;
+            p.bound = bound;
+            p.maxabs = a.maxabs;
+            p.first_value = a.first_value;
+            p.first_index = a.first_index;
+            p.sumsq = a.sumsq;
+            p.sumabs = a.sumabs;
+            k.parts[b] = p;
         }
-        hpart p;
-        p.nonfinite = red_sum_u(nonfinite, sh.u);
-        p.nan = red_sum_u(nan_count, sh.u);
-        p.guarded = red_sum_u(guarded, sh.u);
-        p.bound = bound;
-        p.maxabs = red_max_f(maxabs, sh.f);
-        p.sumsq = red_sum_d(sumsq, sh.d);
-        p.sumabs = red_sum_d(sumabs, sh.d);
-        red_min_idx(&first, &first_value, sh.i, sh.fv);
-        p.first_index = first;
-        p.first_value = first_value;
-        if (threadIdx.x == 0) k.parts[b] = p;
     }
+    if (k.defer) return;   /* the commit plan does the bookkeeping */
     __syncthreads();
     if (threadIdx.x == 0) {
         __threadfence();
@@ -185,75 +281,27 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     if (!last) return;
     __threadfence();
 
-    /* the last block: every check's totals, in plan order */
-    for (int ci = 0; ci < k.n_checks; ci++) {
-        const dqn_hcheck c = k.checks[ci];
-        const int b0 = k.item_first[ci], nb = k.item_first[ci + 1] - b0;
-        uint32_t nf = 0, nn = 0, gd = 0;
-        float mx = 0.0f, fv = 0.0f;
-        uint64_t fi = DQN_HEALTH_NO_INDEX;
-        double sq = 0.0, sa = 0.0;
-        for (int j = threadIdx.x; j < nb; j += HT) {   /* thread t: partials t, t + HT, ... */
-            const volatile hpart *q = (const volatile hpart *)&k.parts[b0 + j];
-            nf += q->nonfinite;
-            nn += q->nan;
-            gd += q->guarded;
-            mx = fmaxf(mx, q->maxabs);
-            sq += q->sumsq;
-            sa += q->sumabs;
-            if (q->first_index < fi) {
-                fi = q->first_index;
-                fv = q->first_value;
-            }
-        }
-        nf = red_sum_u(nf, sh.u);
-        nn = red_sum_u(nn, sh.u);
-        gd = red_sum_u(gd, sh.u);
-        mx = red_max_f(mx, sh.f);
-        sq = red_sum_d(sq, sh.d);
-        sa = red_sum_d(sa, sh.d);
-        red_min_idx(&fi, &fv, sh.i, sh.fv);
-        if (threadIdx.x == 0) {
-            const float bound = ((const volatile hpart *)&k.parts[b0])->bound;
-            size_t finite = c.n - nf;
-            dqn_hslot_cur *cur = &blk->cur[c.slot];
-            cur->nonfinite = nf;
-            cur->nan = nn;
-            cur->guarded = gd;
-            cur->maxabs = mx;
-            cur->rms = finite ? (float)sqrt(sq / (double)finite) : 0.0f;
-            cur->meanabs = finite ? (float)(sa / (double)finite) : 0.0f;
-            cur->bound = bound;
-            cur->first_index = fi;
-            cur->first_value = fv;
-            cur->event = nn ? DQN_EVENT_NAN
-                         : nf ? (fv > 0 ? DQN_EVENT_POSINF : DQN_EVENT_NEGINF)
-                         : mx > bound ? DQN_EVENT_RANGE
-                                      : DQN_EVENT_NONE;
-            dqn_hslot_tot *tot = &blk->tot[c.slot];
-            tot->nonfinite += nf;
-            tot->guarded += gd;
-            if (mx > tot->maxabs) tot->maxabs = mx;
-            if (cur->event) {
-                if (tot->events == 0) tot->first_event_update = (int64_t)*k.step;
-                tot->events++;
-                if (c.skip && k.guard_mode) blk->skip = 1;
-            } else {
-                if (c.isv_scale >= 0) isv_feed(&blk->isv[c.isv_scale], mx, k.decay);
-                if (c.isv_stat >= 0 && c.stat != DQN_HSTAT_NONE)
-                    isv_feed(&blk->isv[c.isv_stat], c.stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
-                             k.decay);
-            }
-        }
-        __syncthreads();
+    /* the last block: every check's bookkeeping, a warp a check (each feeds its own entries) */
+    const int w = threadIdx.x / 32;
+    for (int d = 0; d < k.n_deferred; d++) {
+        const hdeferred *df = &k.deferred[d];
+        for (int ci = w; ci < df->n_checks; ci += HW)
+            finalize(&k, &df->checks[ci], df->parts, df->item_first[ci],
+                     df->item_first[ci + 1] - df->item_first[ci]);
     }
+    for (int ci = w; ci < k.n_checks; ci += HW)
+        finalize(&k, &k.checks[ci], k.parts, k.item_first[ci],
+                 k.item_first[ci + 1] - k.item_first[ci]);
+    __syncthreads();
+    __threadfence_block();
 
     if (k.commit) {
         if (threadIdx.x == 0) {
             int first = -1, any_guarded = 0;
             for (int s = 0; s < k.n_slots; s++) {
-                if (first < 0 && blk->cur[s].event) first = s;
-                if (blk->cur[s].guarded) any_guarded = 1;
+                uint32_t ev = ((volatile dqn_hslot_cur *)&blk->cur[s])->event;
+                if (first < 0 && ev) first = s;
+                if (((volatile dqn_hslot_cur *)&blk->cur[s])->guarded) any_guarded = 1;
             }
             decide[0] = first;
             decide[1] = first >= 0 && blk->event.slot < 0;
@@ -300,6 +348,11 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     cuda_impl *c = cuda_of(be);
     *plan = NULL;
     CUDA_ARG(desc && desc->blk && desc->step, "health_plan: NULL block or step");
+    CUDA_ARG(desc->n_deferred >= 0 && (desc->n_deferred == 0 || desc->commit),
+             "health_plan: only a commit plan finishes deferred plans");
+    for (int i = 0; i < desc->n_deferred; i++)
+        CUDA_ARG(desc->deferred[i] && ((const cuda_hplan *)desc->deferred[i])->k.defer,
+                 "health_plan: deferred plan %d was not built with defer", i);
     CUDA_ARG(desc->n_checks >= 0 && desc->n_copies >= 0 && desc->n_slots <= DQN_HEALTH_MAX_SLOTS,
              "health_plan: %d checks, %d copies, %d slots", desc->n_checks, desc->n_copies,
              desc->n_slots);
@@ -353,7 +406,8 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     size_t o_first = align16(o_owner + sizeof(int) * (size_t)blocks);
     size_t o_parts = align16(o_first + sizeof(int) * (size_t)(items + 1));
     size_t o_done = align16(o_parts + sizeof(hpart) * (size_t)blocks);
-    size_t total = o_done + 16;
+    size_t o_defer = align16(o_done + 16);
+    size_t total = o_defer + sizeof(hdeferred) * (size_t)(desc->n_deferred + 1);
     cuda_hplan *p = (cuda_hplan *)calloc(1, sizeof *p);
     unsigned char *host = (unsigned char *)calloc(1, total);
     dqn_status s = DQN_OK;
@@ -363,6 +417,11 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
         if (nc) memcpy(host + o_copies, order, sizeof(dqn_hcopy) * (size_t)nc);
         memcpy(host + o_owner, owner, sizeof(int) * (size_t)blocks);
         memcpy(host + o_first, first, sizeof(int) * (size_t)(items + 1));
+        for (int i = 0; i < desc->n_deferred; i++) {
+            const cuda_hplan *q = (const cuda_hplan *)desc->deferred[i];
+            hdeferred df = {q->k.checks, q->k.n_checks, q->k.item_first, q->k.parts};
+            memcpy(host + o_defer + sizeof(hdeferred) * (size_t)i, &df, sizeof df);
+        }
         cudaError_t e = cudaMalloc(&p->dev, total);
         if (e == cudaSuccess)
             e = cudaMemcpyAsync(p->dev, host, total, cudaMemcpyHostToDevice, c->stream);
@@ -400,6 +459,9 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     p->k.item_first = (const int *)(d + o_first);
     p->k.parts = (hpart *)(d + o_parts);
     p->k.done = (unsigned *)(d + o_done);
+    p->k.defer = desc->defer;
+    p->k.deferred = (const hdeferred *)(d + o_defer);
+    p->k.n_deferred = desc->n_deferred;
     *plan = p;
     return DQN_OK;
 }
