@@ -306,9 +306,18 @@ static dqn_status record_optimizer(dqn_model *m) {
     return OPS->step_incr(be, m->step);
 }
 
+/* Data parallelism (docs/multi-gpu.md): once the backend joined a communicator, the gradient is
+ * averaged over the ranks between the backward and the optimizer, so that the clip and Adam run on
+ * the same gradient on every rank. A world of one runs it too (the single-GPU test of the path). */
+static int data_parallel(const dqn_model *m) { return m->be->ops->comm_world(m->be) > 0; }
+static dqn_status record_allreduce(dqn_model *m) {
+    return m->be->ops->allreduce_mean(m->be, m->grads, m->L.n_params);
+}
+
 static dqn_status record_update(dqn_model *m, const dqn_replay_view *rv) {
     DQN_TRY(record_sample(m, rv));
     DQN_TRY(dqn_model_loss_grad(m));
+    if (data_parallel(m)) DQN_TRY(record_allreduce(m));
     return record_optimizer(m);
 }
 
@@ -316,22 +325,30 @@ dqn_status dqn_model_update(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
     if (!OPS->capture_begin) return record_update(m, rv);
     if (!m->graph_exec) {
-        /* stages as child graphs: sample+forward+loss, backward is inside loss_grad, optimizer */
-        void *child[2] = {NULL, NULL};
+        /* stages as child graphs: sample+forward+loss, backward is inside loss_grad, the
+         * gradient all-reduce (data parallel only), optimizer */
+        void *child[3] = {NULL, NULL, NULL};
+        int n = 1;
         DQN_TRY(OPS->capture_begin(be));
         dqn_status s = record_sample(m, rv);
         if (s == DQN_OK) s = dqn_model_loss_grad(m);
         dqn_status e = OPS->capture_end(be, &child[0]);
         DQN_TRY(s);
         DQN_TRY(e);
+        if (data_parallel(m)) {
+            DQN_TRY(OPS->capture_begin(be));
+            s = record_allreduce(m);
+            e = OPS->capture_end(be, &child[n++]);
+            DQN_TRY(s);
+            DQN_TRY(e);
+        }
         DQN_TRY(OPS->capture_begin(be));
         s = record_optimizer(m);
-        e = OPS->capture_end(be, &child[1]);
+        e = OPS->capture_end(be, &child[n++]);
         DQN_TRY(s);
         DQN_TRY(e);
-        s = OPS->graph_compose(be, child, 2, &m->graph_exec);
-        OPS->graph_destroy(be, child[0], 0);
-        OPS->graph_destroy(be, child[1], 0);
+        s = OPS->graph_compose(be, child, n, &m->graph_exec);
+        for (int k = 0; k < n; k++) OPS->graph_destroy(be, child[k], 0);
         DQN_TRY(s);
     }
     return OPS->graph_launch(be, m->graph_exec);
