@@ -66,6 +66,7 @@ if [ -x $BUILD/bench/bench_update ]; then
   done
   row bench_update ok "$(grep -c '^update' "$LOG/bench.txt") configs"
 fi
+[ -x $BUILD/bench/bench_multi_gpu ] && { $BUILD/bench/bench_multi_gpu 1 >> "$LOG/bench.txt" 2>&1 || row bench_multi_gpu FAIL "see bench.txt"; }
 if [ -f bench/torch_update.py ] && python3 -c 'import torch' 2>/dev/null; then
   for math in fp32 tf32; do
     for model in cartpole seed; do
@@ -75,7 +76,7 @@ if [ -f bench/torch_update.py ] && python3 -c 'import torch' 2>/dev/null; then
   done
   row torch_update ok "$(grep -c '^torch' "$LOG/bench.txt") configs"
 fi
-grep -E '^(update|torch) ' "$LOG/bench.txt" || true
+grep -E '^(update|torch|multigpu) ' "$LOG/bench.txt" || true
 
 echo
 echo "== gpu-check summary (logs: $LOG) =="

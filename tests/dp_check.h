@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "check.h"
+#include "core/crc32.h"
 #include "dp_harness.h"
 
 typedef struct {
@@ -78,6 +79,7 @@ typedef struct {
     int grads_same;        /* every rank's gradient bit-identical to rank 0's */
     int params_same;       /* every rank's final weights bit-identical to rank 0's */
     int params_finite, params_moved;
+    uint32_t crc[DP_MAX_WORLD];   /* CRC-32 of each rank's final weights */
     char worst[32];        /* the tensor of grad_err */
 } dp_result;
 
@@ -123,6 +125,7 @@ static inline dqn_status dp_check(const dp_spec *s, const dp_capture *c, dqn_bac
         double mean = 0;
         for (int k = 0; k < W; k++) mean += c->loss[k] / W;
         out->loss_err = fabs(mean - loss) / fmax(fabs(loss), 1e-30);
+        for (int k = 0; k < W; k++) out->crc[k] = dqn_crc32(c->params[k], n * sizeof(float));
         out->grads_same = out->params_same = 1;
         for (int k = 1; k < W; k++) {
             out->grads_same &= memcmp(c->grads[k], c->grads[0], n * sizeof(float)) == 0;

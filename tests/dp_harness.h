@@ -44,6 +44,36 @@ struct dp_rank {
     char error[1024];
 };
 
+/* The seed model of the benchmarks (obs 64, d 256, 2 GRN blocks, n_cos 64, bottleneck 128, head
+ * hidden 256, branches 3,5,5, N = N' = K = 32) on CUDA ranks, B samples per rank, no head clip. */
+static inline dp_spec dp_seed_spec(int world, int B) {
+    static const int br[] = {3, 5, 5};
+    dp_spec s;
+    memset(&s, 0, sizeof s);
+    s.cuda = 1;
+    s.world = world;
+    s.arch.obs_dim = 64;
+    s.arch.d = 256;
+    s.arch.grn_blocks = 2;
+    s.arch.n_cos = 64;
+    s.arch.bottleneck = 128;
+    s.arch.head_hidden = 256;
+    dqn_branches_init(&s.arch.br, 3, br);
+    s.ucfg.B = B;
+    s.ucfg.N = s.ucfg.Nt = s.ucfg.K = 32;
+    s.ucfg.mode = DQN_TARGET_MEAN;
+    s.ucfg.kappa = 1;
+    s.ucfg.lr = 1e-4f;
+    s.ucfg.beta1 = 0.9f;
+    s.ucfg.beta2 = 0.999f;
+    s.ucfg.adam_eps = 1e-8f;
+    s.ucfg.grad_clip = 10;
+    s.ucfg.target_period = 100;
+    s.ucfg.seed = 3;
+    s.replay_rows = 8192;
+    return s;
+}
+
 /* ---- the CPU ranks' all-reduce: every rank hands in its buffer, rank 0 writes the mean (each
  * term premultiplied by 1/world, as NCCL's ncclAvg on floats) into all of them ---- */
 static struct {
