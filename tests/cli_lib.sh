@@ -6,6 +6,9 @@ CLI=${DQN_CLI:-$PWD/build/dqn}
 case "$CLI" in /*) ;; *) CLI=$PWD/$CLI ;; esac
 if [ ! -x "$CLI" ]; then echo "skip: no dqn program at $CLI"; exit 77; fi
 PY=${DQN_PYTHON:-python3}
+# a rank's environment (docs/multi-gpu.md) would turn every dqn train into a rank
+unset DQN_RANK DQN_WORLD_SIZE DQN_LOCAL_DEVICE DQN_NCCL_ID DQN_NCCL_ID_FILE DQN_NCCL_TIMEOUT_S \
+      NCCL_COMM_ID
 W=$(mktemp -d "/tmp/dqn_${1:-test}_XXXXXX")
 trap 'rm -rf "$W"' EXIT
 cd "$W"
@@ -56,4 +59,11 @@ with_env() {
   local rc=$?
   for v in "${vars[@]}"; do unset "${v%%=*}"; done
   return $rc
+}
+
+# need_gpus N: exit 77 ("needs N GPUs", which tests/run_gpu_tests.sh reads) when nvidia-smi
+# lists fewer
+need_gpus() {
+  local g; g=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  if [ "$g" -lt "$1" ]; then echo "SKIP: needs $1 GPUs, nvidia-smi lists $g"; exit 77; fi
 }

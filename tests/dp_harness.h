@@ -44,6 +44,19 @@ struct dp_rank {
     char error[1024];
 };
 
+/* The optimizer and loss settings every spec shares. */
+static inline void dp_adam(dqn_update_cfg *u, float lr, int target_period, uint64_t seed) {
+    u->mode = DQN_TARGET_MEAN;
+    u->kappa = 1;
+    u->lr = lr;
+    u->beta1 = 0.9f;
+    u->beta2 = 0.999f;
+    u->adam_eps = 1e-8f;
+    u->grad_clip = 10;
+    u->target_period = target_period;
+    u->seed = seed;
+}
+
 /* The seed model of the benchmarks (obs 64, d 256, 2 GRN blocks, n_cos 64, bottleneck 128, head
  * hidden 256, branches 3,5,5, N = N' = K = 32) on CUDA ranks, B samples per rank, no head clip. */
 static inline dp_spec dp_seed_spec(int world, int B) {
@@ -61,15 +74,7 @@ static inline dp_spec dp_seed_spec(int world, int B) {
     dqn_branches_init(&s.arch.br, 3, br);
     s.ucfg.B = B;
     s.ucfg.N = s.ucfg.Nt = s.ucfg.K = 32;
-    s.ucfg.mode = DQN_TARGET_MEAN;
-    s.ucfg.kappa = 1;
-    s.ucfg.lr = 1e-4f;
-    s.ucfg.beta1 = 0.9f;
-    s.ucfg.beta2 = 0.999f;
-    s.ucfg.adam_eps = 1e-8f;
-    s.ucfg.grad_clip = 10;
-    s.ucfg.target_period = 100;
-    s.ucfg.seed = 3;
+    dp_adam(&s.ucfg, 1e-4f, 100, 3);
     s.replay_rows = 8192;
     return s;
 }

@@ -32,16 +32,9 @@ static dp_spec small_spec(int world, int grn, int bn, dqn_target_mode mode, floa
     s.ucfg.N = 5;
     s.ucfg.Nt = 4;
     s.ucfg.K = 3;
+    dp_adam(&s.ucfg, 1e-3f, 7, 42);
     s.ucfg.mode = mode;
-    s.ucfg.kappa = 1;
-    s.ucfg.lr = 1e-3f;
-    s.ucfg.beta1 = 0.9f;
-    s.ucfg.beta2 = 0.999f;
-    s.ucfg.adam_eps = 1e-8f;
-    s.ucfg.grad_clip = 10;
     s.ucfg.head_grad_clip = head_clip;
-    s.ucfg.target_period = 7;
-    s.ucfg.seed = 42;
     s.replay_rows = 64;
     return s;
 }

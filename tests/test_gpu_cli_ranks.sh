@@ -6,10 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 . tests/cli_lib.sh test_gpu_cli_ranks
-G=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "$G" -lt 1 ]; then echo "SKIP: no GPU (nvidia-smi -L lists none)"; exit 77; fi
-unset DQN_RANK DQN_WORLD_SIZE DQN_LOCAL_DEVICE DQN_NCCL_ID DQN_NCCL_ID_FILE DQN_NCCL_TIMEOUT_S \
-      NCCL_COMM_ID
+need_gpus 1
 TINY=(--steps 3000 --learning-starts 500 --log-interval 1000 --eval-episodes 3 --device cuda)
 run_written() {  # DIR: what a finished run writes
   [ -s "$1/config.txt" ] && [ -s "$1/metrics.csv" ] && [ -s "$1/checkpoint.bin" ] \

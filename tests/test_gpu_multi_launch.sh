@@ -7,10 +7,7 @@
 set -u
 cd "$(dirname "$0")/.."
 . tests/cli_lib.sh test_gpu_multi_launch
-G=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "$G" -lt 2 ]; then echo "SKIP: needs 2 GPUs, nvidia-smi lists $G"; exit 77; fi
-unset DQN_RANK DQN_WORLD_SIZE DQN_LOCAL_DEVICE DQN_NCCL_ID DQN_NCCL_ID_FILE DQN_NCCL_TIMEOUT_S \
-      NCCL_COMM_ID
+need_gpus 2
 RUN=(train --device cuda --ranks 2 --learning-starts 500 --log-interval 500 --eval-episodes 3)
 pids_of() { sed -n 's/.*(pids \([0-9]*\)\.\.\([0-9]*\)).*/\1 \2/p' "$1"; }
 wait_for() {  # SECONDS COMMAND...: poll until COMMAND succeeds

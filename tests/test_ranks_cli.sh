@@ -5,8 +5,6 @@
 set -u
 cd "$(dirname "$0")/.."
 . tests/cli_lib.sh test_ranks_cli
-unset DQN_RANK DQN_WORLD_SIZE DQN_LOCAL_DEVICE DQN_NCCL_ID DQN_NCCL_ID_FILE DQN_NCCL_TIMEOUT_S \
-      NCCL_COMM_ID
 
 expect_ok train --help
 grep -q '^  ranks ' out.txt || fail "train --help lacks the ranks key"

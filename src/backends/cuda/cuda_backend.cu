@@ -222,14 +222,7 @@ static dqn_status cuda_warm_up(dqn_backend *be) {
     return DQN_OK;
 }
 
-extern "C" int dqn_backend_cuda_available(void) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return count > 0;
-}
+extern "C" int dqn_backend_cuda_available(void) { return dqn_cuda_device_count() > 0; }
 
 extern "C" dqn_status dqn_backend_cuda_create(dqn_backend **out, int device_index,
                                               dqn_math_mode math) {
