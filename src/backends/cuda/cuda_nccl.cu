@@ -73,7 +73,7 @@ dqn_status cuda_stream_wait(dqn_backend *be) {
     }
     CUDA_ARG(!c->comm_aborted, "the communicator was aborted earlier (a rank failed)");
     const double t0 = mono_now();
-    const struct timespec nap = {0, 20000};
+    const struct timespec nap = {0, 50000};
     for (;;) {
         cudaError_t e = cudaStreamQuery(c->stream);
         if (e == cudaSuccess) return DQN_OK;
@@ -95,7 +95,7 @@ dqn_status cuda_stream_wait(dqn_backend *be) {
                      waited, c->comm_timeout_s);
             return comm_abort(c, why);
         }
-        nanosleep(&nap, NULL);
+        if (waited > 2e-3) nanosleep(&nap, NULL);   /* spin first: most waits are short */
     }
 }
 
