@@ -1,6 +1,7 @@
 # dqn — GNU Makefile. `make` builds libdqn (static + shared), build/dqn and the tests;
 # `make test` runs every test (also under ASan/UBSan); `make install PREFIX=...`.
 # Options: BLAS=auto|openblas|builtin  CUDA=auto|0|1  SAN=0|1  BUILD=dir  CUDA_ARCH=sm_90
+#          NCCL_HOME=dir (include/nccl.h, lib/libnccl.so; default CUDA_HOME)
 PREFIX   ?= /usr/local
 BUILD    ?= build
 BLAS     ?= auto
@@ -10,6 +11,7 @@ CUDA_ARCH ?= sm_90
 CC       ?= cc
 NVCC     ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
+NCCL_HOME ?= $(CUDA_HOME)
 
 CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -D_POSIX_C_SOURCE=200809L \
                -Iinclude -Isrc
@@ -46,7 +48,10 @@ ifeq ($(CUDA),1)
   CFLAGS += -DDQN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   NVFLAGS := -O3 -arch=$(CUDA_ARCH) -std=c++20 -Iinclude -Isrc -DDQN_HAVE_CUDA=1 \
              -Xcompiler -fPIC,-Wall,-Wextra,-Werror -Werror all-warnings --expt-relaxed-constexpr -MMD -MP
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++
+  NVFLAGS += -I$(NCCL_HOME)/include
+  # NCCL (data parallelism, docs/multi-gpu.md) lives in lib/, not lib64/, in the CUDA image
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib \
+            -Wl,-rpath,$(NCCL_HOME)/lib -lnccl -lcublasLt -lcublas -lcudart -lstdc++
   OBJS_CU := $(patsubst src/%.cu,$(BUILD)/obj/%.o,$(CU_SRCS))
 else
   OBJS_CU :=

@@ -47,6 +47,7 @@ typedef struct {
     int checkpoint_interval;        /* env steps between checkpoints, 0 = only at the end */
     int save_replay;                /* include the replay buffer in checkpoints */
     int threads;                    /* BLAS threads on the CPU backend */
+    int ranks;                      /* data-parallel processes, one GPU each (docs/multi-gpu.md) */
     /* model */
     int d;                          /* trunk width */
     int grn_blocks;
@@ -201,6 +202,43 @@ const dqn_health_event *dqn_health_replay_saved(const dqn_health_replay *r);
 const dqn_health_layout *dqn_health_replay_layout(const dqn_health_replay *r);
 const dqn_config *dqn_health_replay_config(const dqn_health_replay *r);
 void dqn_health_replay_destroy(dqn_health_replay *r);
+
+/* ---- data-parallel training over NCCL (docs/multi-gpu.md) ---- */
+#define DQN_COMM_ID_BYTES 128
+#define DQN_COMM_ID_HEX (2 * DQN_COMM_ID_BYTES + 1)   /* hex digits and the NUL */
+/* The rendezvous of one communicator (an NCCL unique id): the same on every rank. */
+typedef struct { unsigned char bytes[DQN_COMM_ID_BYTES]; } dqn_comm_id;
+/* One rank of a data-parallel learner. */
+typedef struct {
+    int rank, world;      /* 0 <= rank < world; world = the config's ranks */
+    int device;           /* this rank's CUDA device on its host */
+    double timeout_s;     /* a wait on the other ranks longer than this aborts the run; 0 = never */
+    dqn_comm_id id;
+} dqn_rank_info;
+
+/* CUDA devices visible to this process (0 when built without CUDA or without a driver). */
+int dqn_cuda_device_count(void);
+/* A fresh id; sets NCCL_NVLS_ENABLE=0 in the environment first. The calling process serves the
+ * rendezvous, so it must live until every rank has joined; with NCCL_COMM_ID=host:port set,
+ * every process gets the same id instead and rank 0 serves it. */
+dqn_status dqn_comm_id_create(dqn_comm_id *id);
+void dqn_comm_id_to_hex(const dqn_comm_id *id, char hex[DQN_COMM_ID_HEX]);
+/* Exactly 2 * DQN_COMM_ID_BYTES hex digits; the error names `what` (e.g. "DQN_NCCL_ID"). */
+dqn_status dqn_comm_id_from_hex(const char *hex, const char *what, dqn_comm_id *id);
+/* The id as one hex line, made visible atomically; DQN_ERR_IO if path exists (a stale id). */
+dqn_status dqn_comm_id_write_file(const char *path, const dqn_comm_id *id);
+/* Wait up to timeout_s (0 = forever) for path to appear, then read it. */
+dqn_status dqn_comm_id_read_file(const char *path, double timeout_s, dqn_comm_id *id);
+
+/* A trainer as rank r->rank of r->world (c->ranks must equal r->world): a CUDA backend on
+ * r->device joined to the other ranks (this blocks until all have joined), the initial weights
+ * of c->seed on every rank, and its own envs, exploration, replay draws and taus (keyed by
+ * dqn_rank_seed(c->seed, rank), which dqn_trainer_config reports). Each update averages the
+ * gradient over the ranks before the optimizer step, so the weights stay identical. */
+dqn_status dqn_trainer_create_rank(const dqn_config *c, const dqn_rank_info *r, dqn_trainer **out);
+/* A collective (every rank calls it at the same point): *any = 1 if local != 0 on some rank.
+ * On a trainer from dqn_trainer_create, *any = (local != 0). */
+dqn_status dqn_trainer_any_rank(dqn_trainer *t, int local, int *any);
 
 /* ---- inference-only policy ---- */
 typedef struct dqn_policy dqn_policy;

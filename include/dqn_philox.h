@@ -20,6 +20,7 @@ enum {
     DQN_STREAM_TAU_ACT = 6,     /* K taus of the actor */
     DQN_STREAM_EXPLORE = 7,     /* epsilon-greedy coin flips and random actions */
     DQN_STREAM_EVAL = 8,        /* evaluation env resets */
+    DQN_STREAM_RANK = 9,        /* seed keys of the ranks of a data-parallel run */
     DQN_STREAM_ENV = 16         /* + env index: env resets (each env its own stream) */
 };
 
@@ -73,6 +74,14 @@ DQN_HD double dqn_philox_double(uint64_t seed, uint32_t stream, uint64_t i2) {
     dqn_philox_out o = dqn_philox4x32_10(seed, stream, i2);
     uint64_t hi = o.v[0] >> 5, lo = o.v[1] >> 6;   /* 27 + 26 bits */
     return ((double)hi * 67108864.0 + (double)lo) * (1.0 / 9007199254740992.0);
+}
+
+/* The seed key of rank r of a data-parallel run: its envs, exploration, replay draws and taus
+ * (the initial weights keep the run's seed). Rank 0 keeps the run's seed. */
+DQN_HD uint64_t dqn_rank_seed(uint64_t seed, uint32_t rank) {
+    if (rank == 0) return seed;
+    dqn_philox_out o = dqn_philox4x32_10(seed, DQN_STREAM_RANK, rank);
+    return (uint64_t)o.v[0] | (uint64_t)o.v[1] << 32;
 }
 
 #endif

@@ -89,7 +89,8 @@ if has extra; then
     row "extra $name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$(tail -n 1 "$LOG/extra-$name.txt")"
   done
 fi
-grep -hE '^(update|torch) ' "$LOG/bench.txt" "$LOG/bench-health.txt" 2>/dev/null || true
+grep -hE '^(update|torch|multigpu|market) ' "$LOG/bench.txt" "$LOG/bench-health.txt" \
+    "$LOG"/extra-*.txt 2>/dev/null || true
 
 echo
 echo "== gpu-check summary (logs: $LOG) =="

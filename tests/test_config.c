@@ -22,7 +22,7 @@ static const struct {
     {FIELD(env), "acrobot"},
     {FIELD(steps), "123456789012"},
     {FIELD(seed), "18446744073709551615"},
-    {FIELD(device), "cpu"},
+    {FIELD(device), "cuda"},   /* not cpu: ranks below is > 1, which needs a GPU */
     {FIELD(math), "tf32"},
     {FIELD(run_dir), "runs/my run #1"},
     {FIELD(num_envs), "8"},
@@ -31,6 +31,7 @@ static const struct {
     {FIELD(checkpoint_interval), "5000"},
     {FIELD(save_replay), "true"},
     {FIELD(threads), "4"},
+    {FIELD(ranks), "8"},
     {FIELD(d), "128"},
     {FIELD(grn_blocks), "3"},
     {FIELD(n_cos), "16"},
@@ -399,6 +400,7 @@ static void test_validate(void) {
         {"batch_size", "64", "learning_starts", "63", "learning_starts (63) must be >= batch_size"},
         {"tau_target", "0", "target_period", "0", "target_period (0) must be >= 1 when tau_target"},
         {"eps_start", "0.1", "eps_end", "0.2", "eps_end (0.2) must be <= eps_start (0.1)"},
+        {"device", "cpu", "ranks", "2", "ranks (2) > 1 needs device cuda (or auto), got cpu"},
     };
     for (size_t i = 0; i < sizeof cross / sizeof cross[0]; i++) {
         dqn_config_defaults(&c);

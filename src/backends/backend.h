@@ -239,6 +239,16 @@ typedef struct dqn_ops {
     void (*host_free)(dqn_backend *be, void *p);
     dqn_status (*h2d_async)(dqn_backend *be, void *dst, const void *pinned_src, size_t bytes);
     dqn_status (*d2h_async)(dqn_backend *be, void *pinned_dst, const void *src, size_t bytes);
+
+    /* ---- collectives (data parallelism, docs/multi-gpu.md): one backend per rank. comm_init
+     * joins the ranks' communicator outside the update step (it blocks until every rank has
+     * joined); allreduce_mean is stream-ordered and capturable. The CPU backend is a world of
+     * one. ---- */
+    dqn_status (*comm_init)(dqn_backend *be, const dqn_rank_info *r);
+    /* ranks of the communicator this backend joined; 0 when it joined none */
+    int (*comm_world)(const dqn_backend *be);
+    /* x = (1/world) sum over the ranks of x, in place; nothing to do without a communicator */
+    dqn_status (*allreduce_mean)(dqn_backend *be, float *x, size_t n);
 } dqn_ops;
 
 struct dqn_backend {

@@ -118,6 +118,26 @@ typedef struct {
 int cli_svg_chart(const char *path, const char *title, const char *xlabel, const char *ylabel,
                   int logy, const cli_svg_series *series, int n_series);
 
+/* ---- data parallelism: the launcher and the ranks of dqn train (src/cli/ranks.c) ---- */
+typedef struct {
+    int active;             /* DQN_RANK is set: this process is one rank */
+    int have_id;            /* info.id came from DQN_NCCL_ID */
+    const char *id_file;    /* DQN_NCCL_ID_FILE, else NULL */
+    dqn_rank_info info;
+} cli_rank;
+
+/* This process's rank from the environment (r->active = 0 when DQN_RANK is unset); checks it
+ * against c. Bad values print one line and return CLI_USAGE. */
+int cli_rank_from_env(const dqn_config *c, cli_rank *r);
+/* The rank's trainer: its NCCL id (DQN_NCCL_ID, DQN_NCCL_ID_FILE or NCCL_COMM_ID), then
+ * dqn_trainer_create_rank, which waits for every rank. */
+int cli_rank_trainer(const dqn_config *c, cli_rank *r, dqn_trainer **t);
+/* All ranks at once: *stop = 1 if local is set on any rank (a trainer of one rank: local). */
+int cli_rank_stop(dqn_trainer *t, int local, int *stop);
+/* One `dqn train` per GPU with the flags f (and c's run directory); waits for all of them and
+ * returns rank 0's exit status. */
+int cli_ranks_launch(const cli_flags *f, const dqn_config *c);
+
 /* ---- subcommands ---- */
 int cli_train(int argc, char **argv);
 int cli_eval(int argc, char **argv);

@@ -119,13 +119,16 @@ static int final_eval(dqn_trainer *t, const dqn_config *c, double wall_s) {
     return rc;
 }
 
-/* The training loop of a run whose directory and config.txt exist. */
-static int run(dqn_trainer *t, const dqn_config *c) {
+/* The training loop of a run whose directory and config.txt exist. Of the ranks of a
+ * data-parallel run only rank 0 writes (writer), and all stop at the same step on Ctrl-C. */
+static int run(dqn_trainer *t, const dqn_config *c, int writer) {
     const char *dir = c->run_dir;
     cli_metrics metrics;
-    if (cli_metrics_open(&metrics, dir)) return CLI_FAIL;
+    memset(&metrics, 0, sizeof metrics);
+    if (writer && cli_metrics_open(&metrics, dir)) return CLI_FAIL;
+    /* the health files are rank 0's (each rank guards its own update; the weights are shared) */
     cli_health health;
-    if (cli_health_open(&health, dir, dqn_trainer_health_layout(t))) {
+    if (cli_health_open(&health, dir, writer ? dqn_trainer_health_layout(t) : NULL)) {
         cli_metrics_close(&metrics);
         return CLI_FAIL;
     }
@@ -138,10 +141,10 @@ static int run(dqn_trainer *t, const dqn_config *c) {
     cli_progress p;
     cli_progress_init(&p, st.env_steps, total);
     double last_t = p.t0;
-    int rc = CLI_OK;
+    int rc = CLI_OK, stop = 0;
     interrupted = 0;
     catch_sigint(1);
-    while (!rc && st.env_steps < total && !interrupted) {
+    while (!rc && st.env_steps < total && !stop) {
         int64_t before = st.env_steps, target = min3(next_log, next_ckpt, total);
         dqn_status s = dqn_trainer_run_until(t, target);
         dqn_trainer_stats(t, &st);
@@ -155,18 +158,21 @@ static int run(dqn_trainer *t, const dqn_config *c) {
         double now = cli_now();
         if (st.env_steps >= next_log || st.env_steps >= total) {
             double rate = (double)(st.env_steps - last_step) / fmax(now - last_t, 1e-9);
-            rc = cli_metrics_row(&metrics, &st, now - p.t0, rate);
-            if (!rc) rc = cli_health_row(&health, t, &p, 0);
-            cli_progress_update(&p, &st, rate);
+            if (writer) {
+                rc = cli_metrics_row(&metrics, &st, now - p.t0, rate);
+                if (!rc) rc = cli_health_row(&health, t, &p, 0);
+                cli_progress_update(&p, &st, rate);
+            }
             last_t = now;
             last_step = st.env_steps;
             while (next_log <= st.env_steps) next_log += log;
         }
         if (!rc && st.env_steps >= next_ckpt) {
-            rc = save(t, dir);
+            if (writer) rc = save(t, dir);
             saved_at = st.env_steps;
             while (next_ckpt <= st.env_steps) next_ckpt += every;
         }
+        if (!rc) rc = cli_rank_stop(t, interrupted, &stop);
     }
     catch_sigint(0);
     if (!rc) rc = cli_health_row(&health, t, &p, 1);   /* the last interval, read now */
@@ -176,14 +182,15 @@ static int run(dqn_trainer *t, const dqn_config *c) {
     closed = cli_metrics_close(&metrics);
     if (!rc) rc = closed;
     double wall_s = cli_now() - p.t0;
-    if (!rc && saved_at != st.env_steps) rc = save(t, dir);
+    if (!rc && writer && saved_at != st.env_steps) rc = save(t, dir);
     if (rc) return rc;
-    if (interrupted) {
-        printf("interrupted at env step %lld; checkpoint saved: resume with\n"
-               "  dqn train --resume %s/checkpoint.bin\n", (long long)st.env_steps, dir);
+    if (stop) {
+        if (writer)
+            printf("interrupted at env step %lld; checkpoint saved: resume with\n"
+                   "  dqn train --resume %s/checkpoint.bin\n", (long long)st.env_steps, dir);
         return CLI_INTERRUPTED;
     }
-    return final_eval(t, c, wall_s);
+    return writer ? final_eval(t, c, wall_s) : CLI_OK;
 }
 
 static int fresh(const cli_flags *f) {
@@ -197,14 +204,23 @@ static int fresh(const cli_flags *f) {
         cli_rundir_default(&c, dir, sizeof dir);
         if ((s = dqn_config_set(&c, "run_dir", dir)) != DQN_OK) return cli_fail_status(s);
     }
-    if ((rc = cli_rundir_check_free(c.run_dir))) return rc;
+    /* data parallel (src/cli/ranks.c): this process launches the ranks, or is one of them */
+    cli_rank rank;
+    if ((rc = cli_rank_from_env(&c, &rank))) return rc;
+    int writer = rank.info.rank == 0;
+    if (writer && (rc = cli_rundir_check_free(c.run_dir))) return rc;
+    if (!rank.active && c.ranks > 1) return cli_ranks_launch(f, &c);
     dqn_trainer *t;
-    if ((s = dqn_trainer_create(&c, &t)) != DQN_OK) return cli_fail_status(s);
-    rc = cli_rundir_create(c.run_dir);
-    if (!rc) rc = cli_rundir_write_config(c.run_dir, &c);
+    if (rank.active) {
+        if ((rc = cli_rank_trainer(&c, &rank, &t))) return rc;
+    } else if ((s = dqn_trainer_create(&c, &t)) != DQN_OK) {
+        return cli_fail_status(s);
+    }
+    if (writer) rc = cli_rundir_create(c.run_dir);
+    if (!rc && writer) rc = cli_rundir_write_config(c.run_dir, &c);
     if (!rc) {
-        print_header(t, &c, NULL, 0);
-        rc = run(t, &c);
+        if (writer) print_header(t, &c, NULL, 0);
+        rc = run(t, &c, writer);
     }
     dqn_trainer_destroy(t);
     return rc;
@@ -248,6 +264,12 @@ static int resume(const cli_flags *f) {
     const char *device = cli_flags_last(f, "device") ? scratch.device : "auto";
     if ((s = dqn_trainer_load(ck->value, device, &t)) != DQN_OK) return cli_fail_status(s);
     dqn_config c = *dqn_trainer_config(t);
+    if (c.ranks > 1) {
+        dqn_trainer_destroy(t);
+        return cli_error(CLI_USAGE, "%s is a checkpoint of a data-parallel run (ranks = %d): "
+                                    "resuming one is not supported yet (docs/multi-gpu.md)",
+                         ck->value, c.ranks);
+    }
     int64_t max_steps = c.steps;
     dqn_train_stats st;
     dqn_trainer_stats(t, &st);
@@ -276,7 +298,7 @@ static int resume(const cli_flags *f) {
     if (!rc) rc = cli_rundir_write_config(c.run_dir, &c);
     if (!rc) {
         print_header(t, &c, ck->value, st.env_steps);
-        rc = run(t, &c);
+        rc = run(t, &c, 1);
     }
     dqn_trainer_destroy(t);
     return rc;

@@ -74,6 +74,9 @@ static const cfg_row rows[] = {
     CFG_INT(checkpoint_interval, 0, INT_MAX, "0", "env steps between checkpoints; 0 = at the end"),
     CFG_BOOL(save_replay, "false", "include the replay buffer in checkpoints"),
     CFG_INT(threads, 1, 256, "1", "BLAS threads on the cpu backend"),
+    CFG_INT(ranks, 1, 1024, "1",
+            "data-parallel GPUs: one process each, gradients averaged over NCCL; > 1 needs "
+            "device cuda (docs/multi-gpu.md)"),
     /* model */
     CFG_INT(d, 1, 4096, "64", "trunk width"),
     CFG_INT(grn_blocks, 0, 64, "1", "gated residual blocks in the trunk"),
@@ -529,6 +532,10 @@ dqn_status dqn_config_validate(const dqn_config *c) {
         return dqn_error_user(DQN_ERR_ARG,
                               "target_period (%d) must be >= 1 when tau_target is 0 (hard copies)",
                               c->target_period);
+    if (c->ranks > 1 && strcmp(c->device, "cpu") == 0)
+        return dqn_error_user(DQN_ERR_ARG,
+                              "ranks (%d) > 1 needs device cuda (or auto), got cpu: the cpu "
+                              "backend has one rank", c->ranks);
     if (c->eps_end > c->eps_start)
         return dqn_error_user(DQN_ERR_ARG, "eps_end (%g) must be <= eps_start (%g)", c->eps_end,
                               c->eps_start);

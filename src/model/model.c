@@ -372,15 +372,37 @@ static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
     return record_taus(m);
 }
 
+/* Data parallelism (docs/multi-gpu.md): once the backend joined a communicator, the gradient is
+ * averaged over the ranks between the backward and the optimizer, so that the clip, the health
+ * checks of the gradients and Adam see the same gradient on every rank. A world of one runs it too
+ * (the single-GPU test of the path). */
+static int data_parallel(const dqn_model *m) { return m->be->ops->comm_world(m->be) > 0; }
+static dqn_status stage_allreduce(dqn_model *m, dqn_model *hm) {
+    (void)hm;
+    return m->be->ops->allreduce_mean(m->be, m->grads, m->L.n_params);
+}
+
 typedef dqn_status (*stage_fn)(dqn_model *, dqn_model *);
-static const stage_fn stages[] = {stage_forward, stage_iqn, stage_backward, stage_optimizer};
-enum { N_STAGES = (int)(sizeof stages / sizeof stages[0]) };
+enum { MAX_STAGES = 5 };
+
+/* forward, IQN (targets and loss), backward, [the all-reduce], optimizer */
+static int stages_of(const dqn_model *m, stage_fn *st) {
+    int n = 0;
+    st[n++] = stage_forward;
+    st[n++] = stage_iqn;
+    st[n++] = stage_backward;
+    if (data_parallel(m)) st[n++] = stage_allreduce;
+    st[n++] = stage_optimizer;
+    return n;
+}
 
 static dqn_status record_update(dqn_model *m, const dqn_replay_view *rv) {
     dqn_model *hm = m->h.mode != DQN_HEALTH_OFF ? m : NULL;
     if (rv) DQN_TRY(record_sample(m, rv));
     else DQN_TRY(record_taus(m));
-    for (int k = 0; k < N_STAGES; k++) DQN_TRY(stages[k](m, hm));
+    stage_fn st[MAX_STAGES];
+    int n = stages_of(m, st);
+    for (int k = 0; k < n; k++) DQN_TRY(st[k](m, hm));
     return DQN_OK;
 }
 
@@ -391,18 +413,19 @@ dqn_status dqn_model_update_loaded(dqn_model *m) { return record_update(m, NULL)
 static dqn_status capture_update(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
     dqn_model *hm = m->h.mode != DQN_HEALTH_OFF ? m : NULL;
-    void *child[N_STAGES] = {NULL};
+    stage_fn st[MAX_STAGES];
+    int n = stages_of(m, st);
+    void *child[MAX_STAGES] = {NULL};
     dqn_status s = DQN_OK;
-    int k = 0;
-    for (; k < N_STAGES && s == DQN_OK; k++) {
+    for (int k = 0; k < n && s == DQN_OK; k++) {
         if ((s = OPS->capture_begin(be)) != DQN_OK) break;
         if (k == 0) s = record_sample(m, rv);
-        if (s == DQN_OK) s = stages[k](m, hm);
+        if (s == DQN_OK) s = st[k](m, hm);
         dqn_status e = OPS->capture_end(be, &child[k]);
         if (s == DQN_OK) s = e;
     }
-    if (s == DQN_OK) s = OPS->graph_compose(be, child, N_STAGES, &m->graph_exec);
-    for (int j = 0; j < N_STAGES; j++)
+    if (s == DQN_OK) s = OPS->graph_compose(be, child, n, &m->graph_exec);
+    for (int j = 0; j < n; j++)
         if (child[j]) OPS->graph_destroy(be, child[j], 0);
     return s;
 }

@@ -145,7 +145,13 @@ dqn_status dqn_trainer_load(const char *path, const char *device, dqn_trainer **
     dqn_trainer *t = NULL;
     dqn_status s = read_config(r, path, &c);
     if (s == DQN_OK && device && *device) snprintf(c.device, sizeof c.device, "%s", device);
-    if (s == DQN_OK) s = dqn_trainer_create(&c, &t);
+    if (s == DQN_OK) {
+        /* a data-parallel run's checkpoint is rank 0's state: it loads as one process (on any
+         * device) and keeps its ranks key, which dqn train --resume refuses */
+        dqn_config one = c;
+        one.ranks = 1;
+        if ((s = dqn_trainer_create(&one, &t)) == DQN_OK) t->cfg.ranks = c.ranks;
+    }
     const void *p;
     ckpt_counters k;
     if (s == DQN_OK && (s = dqn_ckpt_reader_copy(r, "counters", &k, sizeof k)) == DQN_OK) {

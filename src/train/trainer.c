@@ -78,11 +78,22 @@ void dqn_trainer_destroy(dqn_trainer *t) {
     free(t->actions);
     free(t->q_host);
     free(t->prev_obs);
+    if (t->rank_flag) t->be->ops->free(t->be, t->rank_flag);
     if (t->be) t->be->ops->destroy(t->be);
     free(t);
 }
 
 dqn_status dqn_trainer_create(const dqn_config *c, dqn_trainer **out) {
+    *out = NULL;
+    if (c->ranks > 1)
+        return dqn_error_user(DQN_ERR_ARG,
+                              "ranks = %d: each rank is its own process (dqn train --ranks "
+                              "launches them; embedders call dqn_trainer_create_rank)", c->ranks);
+    return dqn_trainer_create_with(c, NULL, out);
+}
+
+dqn_status dqn_trainer_create_with(const dqn_config *c, const dqn_rank_info *r,
+                                   dqn_trainer **out) {
     *out = NULL;
     DQN_TRY(dqn_config_validate(c));
     const dqn_env_type *env = dqn_env_find(c->env);
@@ -93,7 +104,8 @@ dqn_status dqn_trainer_create(const dqn_config *c, dqn_trainer **out) {
     t->cfg = *c;
     t->env = env;
     t->last_loss = NAN;
-    dqn_status s = dqn_backend_open(c->device, c->math, c->threads, &t->be);
+    dqn_status s = r ? dqn_rank_backend_open(c, r, &t->be)
+                     : dqn_backend_open(c->device, c->math, c->threads, &t->be);
     if (s != DQN_OK) goto fail;
     if ((s = dqn_arch_from_config(c, env, &t->arch)) != DQN_OK) goto fail;
     dqn_update_cfg uc;

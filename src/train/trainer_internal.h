@@ -79,6 +79,8 @@ struct dqn_trainer {
     /* optional loss log (tests of resume) */
     double *loss_log;
     size_t loss_cap, *loss_count;
+    /* a rank of a data-parallel run (ranks.c): backend scratch of dqn_trainer_any_rank */
+    float *rank_flag;
 };
 
 dqn_status dqn_actor_create(dqn_actor *a, dqn_backend *be, const dqn_layout *L, int n, int K);
@@ -88,6 +90,12 @@ void dqn_actor_destroy(dqn_actor *a, dqn_backend *be);
 dqn_status dqn_actor_greedy(dqn_actor *a, dqn_backend *be, const dqn_layout *L, const float *P,
                             const float *obs_host, int n, uint64_t seed, int midpoint,
                             int32_t *act_host, float *q_host);
+
+/* dqn_trainer_create, or with r != NULL the trainer of one rank (its backend from
+ * dqn_rank_backend_open); the config's ranks key is not checked. */
+dqn_status dqn_trainer_create_with(const dqn_config *c, const dqn_rank_info *r, dqn_trainer **out);
+/* The CUDA backend of rank r on its device, joined to the other ranks. */
+dqn_status dqn_rank_backend_open(const dqn_config *c, const dqn_rank_info *r, dqn_backend **out);
 
 /* Open a backend by the config's device key ("cpu", "cuda", "auto"). */
 dqn_status dqn_backend_open(const char *device, const char *math, int threads, dqn_backend **out);

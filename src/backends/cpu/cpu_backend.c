@@ -97,7 +97,10 @@ static dqn_status cpu_sync(dqn_backend *be) {
     return DQN_OK;
 }
 
-static void cpu_destroy(dqn_backend *be) { free(be); }
+static void cpu_destroy(dqn_backend *be) {
+    if (be) free(be->impl);
+    free(be);
+}
 
 /* ---- dense layers ---- */
 
@@ -644,6 +647,31 @@ static dqn_status rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64
     return DQN_OK;
 }
 
+/* ---- collectives: the CPU backend is a world of one, so the mean over the ranks is x itself */
+
+typedef struct {
+    int world;   /* 1 once it joined its world of one, else 0 */
+} cpu_impl;
+
+static dqn_status cpu_comm_init(dqn_backend *be, const dqn_rank_info *r) {
+    REQUIRE(r, "comm_init: rank info is NULL");
+    if (r->world != 1)
+        return DQN_ERR(DQN_ERR_UNSUPPORTED,
+                       "comm_init: the cpu backend has one rank, asked for a world of %d "
+                       "(data parallelism needs --device cuda)", r->world);
+    REQUIRE(r->rank == 0, "comm_init: rank %d of a world of 1", r->rank);
+    ((cpu_impl *)be->impl)->world = 1;
+    return DQN_OK;
+}
+
+static int cpu_comm_world(const dqn_backend *be) { return ((const cpu_impl *)be->impl)->world; }
+
+static dqn_status cpu_allreduce_mean(dqn_backend *be, float *x, size_t n) {
+    (void)be;
+    REQUIRE(x || n == 0, "allreduce_mean: x is NULL");
+    return DQN_OK;
+}
+
 static const dqn_ops cpu_ops = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -700,11 +728,22 @@ static const dqn_ops cpu_ops = {
     .sample_batch = sample_batch,
     .rand_uniform_multi = rand_uniform_multi,
     /* graph capture stays NULL: ops run eagerly */
+
+    /* collectives */
+    .comm_init = cpu_comm_init,
+    .comm_world = cpu_comm_world,
+    .allreduce_mean = cpu_allreduce_mean,
 };
 
 dqn_status dqn_backend_cpu_create(dqn_backend **out) {
     dqn_backend *be = calloc(1, sizeof *be);
-    if (!be) return DQN_ERR(DQN_ERR_NOMEM, "cpu backend");
+    cpu_impl *impl = calloc(1, sizeof *impl);
+    if (!be || !impl) {
+        free(be);
+        free(impl);
+        return DQN_ERR(DQN_ERR_NOMEM, "cpu backend");
+    }
+    be->impl = impl;
     be->ops = &cpu_ops;
     be->math = DQN_MATH_FP32;
     *out = be;

@@ -66,16 +66,14 @@ static dqn_status cuda_h2d(dqn_backend *be, void *dst, const void *src, size_t b
     if (bytes == 0) return DQN_OK;
     cudaStream_t s = cuda_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
-    return DQN_OK;
+    return cuda_stream_wait(be);
 }
 
 static dqn_status cuda_d2h(dqn_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return DQN_OK;
     cudaStream_t s = cuda_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
-    CUDA_CHECK(cudaStreamSynchronize(s));
-    return DQN_OK;
+    return cuda_stream_wait(be);
 }
 
 static dqn_status cuda_host_alloc(dqn_backend *be, void **p, size_t bytes) {
@@ -110,15 +108,13 @@ static dqn_status cuda_d2d(dqn_backend *be, void *dst, const void *src, size_t b
     return DQN_OK;
 }
 
-static dqn_status cuda_sync(dqn_backend *be) {
-    CUDA_CHECK(cudaStreamSynchronize(cuda_of(be)->stream));
-    return DQN_OK;
-}
+static dqn_status cuda_sync(dqn_backend *be) { return cuda_stream_wait(be); }
 
 static void cuda_destroy(dqn_backend *be) {
     if (!be) return;
     cuda_impl *c = cuda_of(be);
     if (c) {
+        cuda_comm_release(be);
         if (c->stream) cudaStreamSynchronize(c->stream);
         cuda_gemm_release(c);
         if (c->lt) cublasLtDestroy(c->lt);
@@ -192,6 +188,11 @@ static const dqn_ops cuda_ops = {
     .host_free = cuda_host_free,
     .h2d_async = cuda_h2d_async,
     .d2h_async = cuda_d2h_async,
+
+    /* collectives */
+    .comm_init = cuda_comm_init,
+    .comm_world = cuda_comm_world,
+    .allreduce_mean = cuda_allreduce_mean,
 };
 
 /* ---- construction ---- */
@@ -229,14 +230,7 @@ static dqn_status cuda_warm_up(dqn_backend *be) {
     return DQN_OK;
 }
 
-extern "C" int dqn_backend_cuda_available(void) {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return count > 0;
-}
+extern "C" int dqn_backend_cuda_available(void) { return dqn_cuda_device_count() > 0; }
 
 extern "C" dqn_status dqn_backend_cuda_create(dqn_backend **out, int device_index,
                                               dqn_math_mode math) {

@@ -45,6 +45,11 @@ typedef struct {
     unsigned *blocks_done;         /* CUDA_COUNTERS: blocks finished per reduction (0 between ops) */
     cuda_lt_plan plans[CUDA_LT_CACHE];
     int n_plans;
+    /* data parallelism (cuda_nccl.cu): the communicator this backend joined, if any */
+    struct ncclComm *comm;
+    int comm_world;
+    int comm_aborted;              /* aborted after a peer failed or a wait timed out */
+    double comm_timeout_s;         /* 0 = wait on peers forever */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }
@@ -197,6 +202,16 @@ dqn_status cuda_capture_end(dqn_backend *be, void **graph);
 dqn_status cuda_graph_compose(dqn_backend *be, void *const *children, int n, void **exec);
 dqn_status cuda_graph_launch(dqn_backend *be, void *exec);
 void cuda_graph_destroy(dqn_backend *be, void *graph_or_exec, int is_exec);
+
+/* collectives (cuda_nccl.cu) */
+dqn_status cuda_comm_init(dqn_backend *be, const dqn_rank_info *r);
+int cuda_comm_world(const dqn_backend *be);
+dqn_status cuda_allreduce_mean(dqn_backend *be, float *x, size_t n);
+/* The host's wait for the stream: a plain synchronize without a communicator; with one, a poll
+ * that fails (and aborts the communicator) on a peer's error or after the timeout. */
+dqn_status cuda_stream_wait(dqn_backend *be);
+/* Before the backend goes: wait for the stream, then destroy (or, if stuck, abort) the communicator. */
+void cuda_comm_release(dqn_backend *be);
 
 /* A branch layout is passed to kernels by value; this checks it first (cuda_heads.cu). */
 dqn_status cuda_check_branches(const dqn_branches *br);
