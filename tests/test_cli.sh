@@ -26,19 +26,19 @@ ok "dqn eval --help, dqn bench --help"
 # ---- bad input before any run exists
 printf 'lr = 0.001\nbatch_size 64\n' >bad_line.txt
 printf 'nosuch = 1\n' >unknown_key.txt
-printf '# comment\nlr = 5\n' >bad_value.txt
+printf '# comment\nlr = 500\n' >bad_value.txt
 printf 'steps = 100\n' >good.txt
 mkdir taken && echo 'steps = 1' >taken/config.txt
 expect_bad '"--foo"' train --foo 1 --run-dir rbad
 expect_bad '"--foo"' train --foo=1 --run-dir rbad
-expect_bad '--lr' train --lr 5 --run-dir rbad
+expect_bad '--lr' train --lr 500 --run-dir rbad
 expect_bad '--batch-size' train --batch-size 0 --run-dir rbad
 expect_bad '--gamma' train --gamma=1.5 --run-dir rbad
 expect_bad '--lr' train --lr abc --run-dir rbad
 expect_bad '--steps' train --steps 1.5 --run-dir rbad
 expect_bad '--save-replay' train --save-replay yes --run-dir rbad
 expect_bad '--env' train --env pong --run-dir rbad
-expect_bad '--health guard' train --health guard --run-dir rbad
+expect_bad '--health' train --health on --run-dir rbad
 expect_bad '--branches' train --branches 3,5,5 --run-dir rbad
 expect_bad '--lr' train --run-dir rbad --lr
 expect_bad '--lr' train --lr --steps 10 --run-dir rbad
@@ -72,7 +72,8 @@ done
 events=$(cd r1 && ls events.out.tfevents.* 2>/dev/null)
 [ "$(echo $events | wc -w)" -eq 1 ] && [ -s "r1/$events" ] \
   && echo "$events" | grep -qE '^events\.out\.tfevents\.[0-9]+\.[^/]+$' || fail "r1 event file: $events"
-[ "$(ls r1 | wc -l)" -eq 6 ] || fail "r1 holds other files: $(ls r1)"
+[ -s r1/health_slots.csv ] && [ -s r1/health_isv.csv ] || fail "r1 has no health files: $(ls r1)"
+[ "$(ls r1 | wc -l)" -eq 8 ] || fail "r1 holds other files: $(ls r1)"
 [ ! -e r1/checkpoint.bin.tmp ] || fail "checkpoint.bin.tmp left behind"
 grep -q 'backend' r1.out && grep -q 'cartpole' r1.out || fail "no run header: $(cat r1.out)"
 ok "tiny run wrote config.txt, metrics.csv, metrics.jsonl, $events, checkpoint.bin, eval.json"

@@ -112,9 +112,13 @@ static int report(const char *dir) {
     char path[600];
     csv sl, iv;
     snprintf(path, sizeof path, "%s/health_slots.csv", dir);
+    FILE *probe = fopen(path, "r");
+    if (!probe)
+        return cli_error(CLI_USAGE, "%s has no health record (%s: %s; was it trained with "
+                                    "--health off?)", dir, path, strerror(errno));
+    fclose(probe);
     int rc = csv_read(path, &sl);
-    if (rc) return cli_error(rc, "%s has no health record (was it trained with --health off?)",
-                             dir);
+    if (rc) return rc;
     snprintf(path, sizeof path, "%s/health_isv.csv", dir);
     if ((rc = csv_read(path, &iv))) {
         csv_free(&sl);
