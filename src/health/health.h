@@ -47,7 +47,7 @@ int dqn_health_slot_find(const dqn_health_table *t, const char *name);   /* -1 i
 dqn_status dqn_health_mode_parse(const char *s, dqn_health_mode *out);
 
 /* Fault injection: "SLOT:UPDATE:nan|inf|huge", several joined by ','. */
-#define DQN_HEALTH_MAX_FAULTS 64
+#define DQN_HEALTH_MAX_FAULTS 128
 typedef struct {
     int slot;
     uint64_t at;   /* update counter value (the first update is 0) */
