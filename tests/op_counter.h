@@ -156,6 +156,48 @@ OC_WRAP(rand_uniform_multi, 1,
         (dqn_backend *be, const dqn_draws *d, uint64_t seed, const uint64_t *step),
         (oc_inner, d, seed, step))
 
+/* fused ops (issue 3) */
+OC_WRAP(heads_fwd, 1,
+        (dqn_backend *be, const float *hva, const float *Wv2, const float *bv2, const float *Wa2,
+         const float *ba2, float *V, float *Adv, float *Z, int R, int H, const dqn_branches *br),
+        (oc_inner, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, br))
+OC_WRAP(l2_norm2, 1,
+        (dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1, float *norms),
+        (oc_inner, x0, n0, x1, n1, norms))
+OC_WRAP(heads_bwd, 1,
+        (dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2, const float *dV,
+         const float *dAdv, const float *norms, float max_norm, float *dhva, float *dWv2,
+         float *dbv2, float *dWa2, float *dba2, int R, int H, int A),
+        (oc_inner, hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, dWv2, dbv2, dWa2, dba2, R, H,
+         A))
+OC_WRAP(grn_gate_ln_fwd, 1,
+        (dqn_backend *be, const float *h, const float *g, const float *gamma, const float *beta,
+         float *r, float *y, float *mean, float *rstd, int M, int d),
+        (oc_inner, h, g, gamma, beta, r, y, mean, rstd, M, d))
+OC_WRAP(grn_ln_gate_bwd, 1,
+        (dqn_backend *be, const float *r, const float *gamma, const float *mean,
+         const float *rstd, const float *g, const float *dy, float *dres, float *dg,
+         float *dgamma, float *dbeta, int M, int d),
+        (oc_inner, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d))
+OC_WRAP(iqn_fwd, 1,
+        (dqn_backend *be, const float *h, const float *phi, float *z, float *cat, int B, int T,
+         int d),
+        (oc_inner, h, phi, z, cat, B, T, d))
+OC_WRAP(iqn_bwd, 1,
+        (dqn_backend *be, const float *dcat, const float *h, const float *phi, float *dz,
+         float *dh, float *dphi, int B, int T, int d),
+        (oc_inner, dcat, h, phi, dz, dh, dphi, B, T, d))
+OC_WRAP(adam_target_step, 1,
+        (dqn_backend *be, float *p, const float *g, float *m, float *v, float *target, size_t n,
+         float lr, float beta1, float beta2, float eps, float wd, const float *gnorm,
+         float max_norm, int period, float tau, uint64_t *step, const int32_t *skip),
+        (oc_inner, p, g, m, v, target, n, lr, beta1, beta2, eps, wd, gnorm, max_norm, period,
+         tau, step, skip))
+OC_WRAP(sample_draws, 1,
+        (dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst, int B,
+         const dqn_draws *d, uint64_t seed, const uint64_t *step),
+        (oc_inner, src, dst, B, d, seed, step))
+
 /* the memory and host-staging entries, which are not compute ops and stay unwrapped */
 static inline int oc_is_memory(size_t slot) {
     static const size_t mem[] = {OC_SLOT(alloc),     OC_SLOT(free),      OC_SLOT(h2d),
@@ -191,6 +233,9 @@ static inline dqn_status oc_create(dqn_backend **out) {
     OC_SET(adam); OC_SET(target_update); OC_SET(step_incr); OC_SET(rand_uniform);
     OC_SET(rand_index); OC_SET(gather_f32); OC_SET(gather_i32); OC_SET(sample_batch);
     OC_SET(rand_uniform_multi);
+    OC_SET(heads_fwd); OC_SET(l2_norm2); OC_SET(heads_bwd); OC_SET(grn_gate_ln_fwd);
+    OC_SET(grn_ln_gate_bwd); OC_SET(iqn_fwd); OC_SET(iqn_bwd); OC_SET(adam_target_step);
+    OC_SET(sample_draws);
     oc_be = *oc_inner;
     oc_be.ops = &oc_ops;
     *out = &oc_be;

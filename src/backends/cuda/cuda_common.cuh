@@ -102,6 +102,35 @@ static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
         return DQN_OK;                                                                           \
     } while (0)
 
+/* ---- device helpers shared by the kernels ---- */
+
+/* butterfly sum: every lane ends with the same total, in a fixed order */
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* sum over the block (blockDim.x a power of two, red[blockDim.x]); every thread gets it. Call
+ * __syncthreads() before reusing red. */
+__device__ __forceinline__ float block_sum(float v, float *red) {
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) red[threadIdx.x] += red[threadIdx.x + o];
+        __syncthreads();
+    }
+    return red[0];
+}
+
+/* the clip factor min(1, max_norm / norm): 1 when disabled or when the norm is not finite */
+__device__ __forceinline__ float clip_scale(const float *norm, float max_norm) {
+    if (!(max_norm > 0.0f) || !norm) return 1.0f;
+    float nv = *norm;
+    return isfinite(nv) && nv > max_norm ? max_norm / nv : 1.0f;
+}
+
 /* Column sums of a row-major [M, N] matrix, one launch and deterministic (cuda_reduce.cu):
  * out1[j] = sum_m A[m,j]; with x, mean, rstd given (LayerNorm), also
  * out0[j] = sum_m A[m,j] * (x[m,j] - mean[m]) * rstd[m]. */
@@ -181,6 +210,34 @@ dqn_status cuda_sample_batch(dqn_backend *be, const dqn_sample_src *src, const d
                              int B, uint64_t seed, const uint64_t *step);
 dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
                                    const uint64_t *step);
+
+/* fused ops (issue 3) */
+dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
+                          const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
+                          int H, const dqn_branches *br);
+dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
+                         float *norms);
+dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
+                          const float *dV, const float *dAdv, const float *norms, float max_norm,
+                          float *dhva, float *dWv2, float *dbv2, float *dWa2, float *dba2, int R,
+                          int H, int A);
+dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
+                                const float *gamma, const float *beta, float *r, float *y,
+                                float *mean, float *rstd, int M, int d);
+dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
+                                const float *mean, const float *rstd, const float *g,
+                                const float *dy, float *dres, float *dg, float *dgamma,
+                                float *dbeta, int M, int d);
+dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
+                        int B, int T, int d);
+dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
+                        float *dz, float *dh, float *dphi, int B, int T, int d);
+dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,
+                                 float *target, size_t n, float lr, float beta1, float beta2,
+                                 float eps, float wd, const float *gnorm, float max_norm,
+                                 int period, float tau, uint64_t *step, const int32_t *skip);
+dqn_status cuda_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
+                             int B, const dqn_draws *d, uint64_t seed, const uint64_t *step);
 
 dqn_status cuda_capture_begin(dqn_backend *be);
 dqn_status cuda_capture_end(dqn_backend *be, void **graph);

@@ -5,12 +5,6 @@
 #define LN_EPS 1e-5f
 #define LN_WARPS 8
 
-/* butterfly sum: every lane ends with the same total, in a fixed order */
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 __global__ void k_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
                                 float *mean, float *rstd, int M, int d) {
     int lane = threadIdx.x & 31;
