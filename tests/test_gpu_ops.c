@@ -721,6 +721,290 @@ static void test_graph(void) {
     release_all();
 }
 
+/* ---- fused ops (issue 3) ---- */
+
+/* a post-ReLU input: uniform(-1, 1) through ReLU on the CPU, then uploaded (exact zeros) */
+static vf in_relu(size_t n) {
+    vf v = in_f(n, -1, 1);
+    CPU(relu_fwd, v.c, v.c, n);
+    upload(v);
+    return v;
+}
+
+/* heads_fwd, l2_norm2 and heads_bwd (clip 0: off, 1: both norms clipped); dV and dAdv must stay
+ * as they were; the reductions bit-identical on a rerun */
+static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, int timed) {
+    dqn_branches br;
+    dqn_branches_init(&br, D, sizes);
+    const int A = br.A;
+    printf("fused heads R=%d H=%d D=%d A=%d clip %d\n", R, H, D, A, clip);
+    vf hva = in_relu((size_t)R * 2 * H), Wv2 = in_f((size_t)H, -1, 1), bv2 = in_f(1, -1, 1);
+    vf Wa2 = in_f((size_t)A * H, -1, 1), ba2 = in_f((size_t)A, -1, 1);
+    vf V = out_f((size_t)R), Adv = out_f((size_t)R * A), Z = out_f((size_t)R * A);
+    CPU(heads_fwd, hva.c, Wv2.c, bv2.c, Wa2.c, ba2.c, V.c, Adv.c, Z.c, R, H, &br);
+    CHECK_OK(gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g, Z.g, R, H, &br));
+    expect_f("heads_fwd V", V, TOL_RED);
+    expect_f("heads_fwd Adv", Adv, TOL_RED);
+    expect_f("heads_fwd Z", Z, TOL_RED);
+
+    vf dV = in_f((size_t)R, -1, 1), dAdv = in_f((size_t)R * A, -1, 1), norms = out_f(2);
+    CPU(l2_norm2, dV.c, dV.n, dAdv.c, dAdv.n, norms.c);
+    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+    expect_f("l2_norm2", norms, TOL_RED);
+    float *nsnap = fetch(norms.g, 2 * sizeof(float));
+    poison(norms.g, 2 * sizeof(float));
+    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+    expect_same_bits("l2_norm2", norms.g, nsnap, 2 * sizeof(float));
+    free(nsnap);
+    upload(norms);   /* both backends clip by the same norms */
+    float max_norm = clip ? 0.5f * fminf(norms.c[0], norms.c[1]) : 0.0f;
+    vf dhva = out_f((size_t)R * 2 * H), dWv2 = out_f((size_t)H), dbv2 = out_f(1);
+    vf dWa2 = out_f((size_t)A * H), dba2 = out_f((size_t)A);
+    CPU(heads_bwd, hva.c, Wv2.c, Wa2.c, dV.c, dAdv.c, norms.c, max_norm, dhva.c, dWv2.c, dbv2.c,
+        dWa2.c, dba2.c, R, H, A);
+    CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, max_norm, dhva.g,
+                                 dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+    expect_f("heads_bwd dhva", dhva, TOL_RED);
+    expect_f("heads_bwd dWv2", dWv2, TOL_RED);
+    expect_f("heads_bwd dbv2", dbv2, TOL_RED);
+    expect_f("heads_bwd dWa2", dWa2, TOL_RED);
+    expect_f("heads_bwd dba2", dba2, TOL_RED);
+    expect_f("heads_bwd leaves dV as it was", dV, 0.0);
+    expect_f("heads_bwd leaves dAdv as it was", dAdv, 0.0);
+    float *wsnap = fetch(dWa2.g, dWa2.n * sizeof(float)), *bsnap = fetch(dba2.g, dba2.n * sizeof(float));
+    poison(dWa2.g, dWa2.n * sizeof(float));
+    poison(dba2.g, dba2.n * sizeof(float));
+    CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, max_norm, dhva.g,
+                                 dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+    expect_same_bits("heads_bwd dWa2", dWa2.g, wsnap, dWa2.n * sizeof(float));
+    expect_same_bits("heads_bwd dba2", dba2.g, bsnap, dba2.n * sizeof(float));
+    free(wsnap);
+    free(bsnap);
+    if (timed) {
+        TIME_GPU("heads_fwd", gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g,
+                                                  Adv.g, Z.g, R, H, &br));
+        TIME_GPU("l2_norm2", gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+        TIME_GPU("heads_bwd", gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g,
+                                                  max_norm, dhva.g, dWv2.g, dbv2.g, dWa2.g,
+                                                  dba2.g, R, H, A));
+    }
+    release_all();
+}
+
+static void test_fused_grn(int M, int d, int timed) {
+    printf("fused grn M=%d d=%d\n", M, d);
+    size_t n = (size_t)M * d;
+    vf h = in_f(n, -1, 1), g = in_f(2 * n, -3, 3), gamma = in_f((size_t)d, 0.5f, 1.5f);
+    vf beta = in_f((size_t)d, -0.5f, 0.5f);
+    vf r = out_f(n), y = out_f(n), mean = out_f((size_t)M), rstd = out_f((size_t)M);
+    CPU(grn_gate_ln_fwd, h.c, g.c, gamma.c, beta.c, r.c, y.c, mean.c, rstd.c, M, d);
+    CHECK_OK(gpu->ops->grn_gate_ln_fwd(gpu, h.g, g.g, gamma.g, beta.g, r.g, y.g, mean.g, rstd.g, M, d));
+    expect_f("grn_gate_ln_fwd r", r, TOL_EW);
+    expect_f("grn_gate_ln_fwd y", y, TOL_RED);
+    expect_f("grn_gate_ln_fwd mean", mean, TOL_RED);
+    expect_f("grn_gate_ln_fwd rstd", rstd, TOL_RED);
+    upload(r);
+    upload(mean);
+    upload(rstd);
+    vf dy = in_f(n, -1, 1), dres = out_f(n), dg = out_f(2 * n), dgamma = out_f((size_t)d);
+    vf dbeta = out_f((size_t)d);
+    CPU(grn_ln_gate_bwd, r.c, gamma.c, mean.c, rstd.c, g.c, dy.c, dres.c, dg.c, dgamma.c, dbeta.c, M, d);
+    CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, r.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
+                                       dgamma.g, dbeta.g, M, d));
+    expect_f("grn_ln_gate_bwd dres", dres, TOL_RED);
+    expect_f("grn_ln_gate_bwd dg", dg, TOL_RED);
+    expect_f("grn_ln_gate_bwd dgamma", dgamma, TOL_RED);
+    expect_f("grn_ln_gate_bwd dbeta", dbeta, TOL_RED);
+    float *snap = fetch(dgamma.g, (size_t)d * sizeof(float));
+    poison(dgamma.g, (size_t)d * sizeof(float));
+    CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, r.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
+                                       dgamma.g, dbeta.g, M, d));
+    expect_same_bits("grn_ln_gate_bwd dgamma", dgamma.g, snap, (size_t)d * sizeof(float));
+    free(snap);
+    if (timed) {
+        TIME_GPU("grn_gate_ln_fwd", gpu->ops->grn_gate_ln_fwd(gpu, h.g, g.g, gamma.g, beta.g, r.g,
+                                                              y.g, mean.g, rstd.g, M, d));
+        TIME_GPU("grn_ln_gate_bwd", gpu->ops->grn_ln_gate_bwd(gpu, r.g, gamma.g, mean.g, rstd.g,
+                                                              g.g, dy.g, dres.g, dg.g, dgamma.g,
+                                                              dbeta.g, M, d));
+    }
+    release_all();
+}
+
+/* iqn_fwd / iqn_bwd: the CUDA kernels keep the CPU's rounding order, so all but dh are exact */
+static void test_fused_iqn(int B, int T, int d, int timed) {
+    printf("fused iqn B=%d T=%d d=%d\n", B, T, d);
+    size_t nh = (size_t)B * d, nz = nh * T;
+    vf h = in_f(nh, -1, 1), phi = in_relu(nz), z = out_f(nz), cat = out_f(2 * nz);
+    CPU(iqn_fwd, h.c, phi.c, z.c, cat.c, B, T, d);
+    CHECK_OK(gpu->ops->iqn_fwd(gpu, h.g, phi.g, z.g, cat.g, B, T, d));
+    expect_f("iqn_fwd z", z, 0.0);
+    expect_f("iqn_fwd cat", cat, 0.0);
+    poison(z.g, nz * sizeof(float));
+    CHECK_OK(gpu->ops->iqn_fwd(gpu, h.g, phi.g, z.g, NULL, B, T, d));
+    expect_f("iqn_fwd z (no cat)", z, 0.0);
+    vf dcat = in_f(2 * nz, -1, 1), dz = out_f(nz), dh = out_f(nh), dphi = out_f(nz);
+    CPU(iqn_bwd, dcat.c, h.c, phi.c, dz.c, dh.c, dphi.c, B, T, d);
+    CHECK_OK(gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g, dphi.g, B, T, d));
+    expect_f("iqn_bwd dz (dcat)", dz, 0.0);
+    expect_f("iqn_bwd dh (dcat)", dh, TOL_RED);
+    expect_f("iqn_bwd dphi (dcat)", dphi, 0.0);
+    vf dz2 = in_f(nz, -1, 1);
+    poison(dh.g, nh * sizeof(float));
+    poison(dphi.g, nz * sizeof(float));
+    CPU(iqn_bwd, NULL, h.c, phi.c, dz2.c, dh.c, dphi.c, B, T, d);
+    CHECK_OK(gpu->ops->iqn_bwd(gpu, NULL, h.g, phi.g, dz2.g, dh.g, dphi.g, B, T, d));
+    expect_f("iqn_bwd dh (no dcat)", dh, TOL_RED);
+    expect_f("iqn_bwd dphi (no dcat)", dphi, 0.0);
+    if (timed) {
+        TIME_GPU("iqn_fwd (z and cat)", gpu->ops->iqn_fwd(gpu, h.g, phi.g, z.g, cat.g, B, T, d));
+        TIME_GPU("iqn_bwd (dcat)", gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g, dphi.g, B, T, d));
+    }
+    release_all();
+}
+
+/* adam_target_step: hard copy due / not due, Polyak, skip; the step rises by exactly 1 however
+ * many blocks run */
+static void test_fused_optim(size_t n, int timed) {
+    printf("fused optimizer n=%zu\n", n);
+    vf p = in_f(n, -1, 1), g = in_f(n, -1, 1), m = in_f(n, -0.1f, 0.1f), v = in_f(n, 0, 0.01f);
+    vf t = in_f(n, -1, 1), gn = out_f(1);
+    uint64_t *step_c = take(cpu, 8), *step_g = take(gpu, 8);
+    int32_t *skip_c = take(cpu, 4), *skip_g = take(gpu, 4);
+    const struct { uint64_t step; int period; float tau; int skip; const char *what; } cases[] = {
+        {3, 4, 0.0f, 0, "adam_target_step hard copy due"},
+        {4, 4, 0.0f, 0, "adam_target_step hard copy not due"},
+        {9, 0, 0.05f, 0, "adam_target_step polyak"},
+        {7, 2, 0.0f, 1, "adam_target_step skip, copy due"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        *step_c = cases[k].step;
+        *skip_c = cases[k].skip;
+        CHECK_OK(gpu->ops->h2d(gpu, step_g, step_c, 8));
+        CHECK_OK(gpu->ops->h2d(gpu, skip_g, skip_c, 4));
+        gn.c[0] = 25.0f;
+        upload(gn);
+        CPU(adam_target_step, p.c, g.c, m.c, v.c, t.c, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, gn.c,
+            10.0f, cases[k].period, cases[k].tau, step_c, skip_c);
+        CHECK_OK(gpu->ops->adam_target_step(gpu, p.g, g.g, m.g, v.g, t.g, n, 1e-3f, 0.9f, 0.999f,
+                                            1e-8f, 0.01f, gn.g, 10.0f, cases[k].period,
+                                            cases[k].tau, step_g, skip_g));
+        char w[96];
+        snprintf(w, sizeof w, "%s: p", cases[k].what);
+        expect_f(w, p, TOL_EW);
+        snprintf(w, sizeof w, "%s: m, v", cases[k].what);
+        expect_f(w, m, TOL_EW);
+        expect_f(w, v, TOL_EW);
+        snprintf(w, sizeof w, "%s: target", cases[k].what);
+        expect_f(w, t, TOL_EW);
+        uint64_t got = 0;
+        CHECK_OK(gpu->ops->d2h(gpu, &got, step_g, 8));
+        CHECK(got == cases[k].step + 1 && *step_c == got, "%s: step cuda %llu, cpu %llu, want %llu",
+              cases[k].what, (unsigned long long)got, (unsigned long long)*step_c,
+              (unsigned long long)cases[k].step + 1);
+    }
+    if (timed)
+        TIME_GPU("adam_target_step", gpu->ops->adam_target_step(gpu, p.g, g.g, m.g, v.g, t.g, n,
+                                                                1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                                                                gn.g, 10.0f, 0, 0.005f, step_g,
+                                                                NULL));
+    release_all();
+}
+
+static void test_fused_sample(int B, int timed) {
+    printf("fused sample_draws B=%d\n", B);
+    const int rows = 1000, obs = 7, D = 3, N = 8, Nt = 5;
+    uint64_t *step_c = take(cpu, 8), *step_g = take(gpu, 8);
+    uint32_t *size_c = take(cpu, 4), *size_g = take(gpu, 4);
+    *step_c = 11;
+    *size_c = (uint32_t)rows - 7;
+    CHECK_OK(gpu->ops->h2d(gpu, step_g, step_c, 8));
+    CHECK_OK(gpu->ops->h2d(gpu, size_g, size_c, 4));
+    vf so = in_f((size_t)rows * obs, -1, 1), sno = in_f((size_t)rows * obs, -1, 1);
+    vf sR = in_f((size_t)rows, -1, 1), sd = in_f((size_t)rows, 0, 1);
+    vi sa = in_i((size_t)rows * D, 5);
+    vi bidx = out_i((size_t)B), ba = out_i((size_t)B * D);
+    vf bx = out_f((size_t)B * obs), bxn = out_f((size_t)B * obs), bR = out_f((size_t)B);
+    vf bd = out_f((size_t)B), t0 = out_f((size_t)B * N), t1 = out_f((size_t)B * Nt);
+    vf t2 = out_f((size_t)B * N);
+    const dqn_sample_src src_c = {so.c, sno.c, sR.c, sd.c, sa.c, size_c, obs, D};
+    const dqn_sample_src src_g = {so.g, sno.g, sR.g, sd.g, sa.g, size_g, obs, D};
+    const dqn_sample_dst dst_c = {bidx.c, ba.c, bx.c, bxn.c, bR.c, bd.c};
+    const dqn_sample_dst dst_g = {bidx.g, ba.g, bx.g, bxn.g, bR.g, bd.g};
+    const dqn_draws dr_c = {3, {t0.c, t1.c, t2.c}, {t0.n, t1.n, t2.n}, {2, 3, 4}, {t0.n, t1.n, t2.n}};
+    const dqn_draws dr_g = {3, {t0.g, t1.g, t2.g}, {t0.n, t1.n, t2.n}, {2, 3, 4}, {t0.n, t1.n, t2.n}};
+    CPU(sample_draws, &src_c, &dst_c, B, &dr_c, 99, step_c);
+    CHECK_OK(gpu->ops->sample_draws(gpu, &src_g, &dst_g, B, &dr_g, 99, step_g));
+    expect_i("sample_draws idx", bidx);
+    expect_i("sample_draws act", ba);
+    expect_f("sample_draws x", bx, 0.0);
+    expect_f("sample_draws xn", bxn, 0.0);
+    expect_f("sample_draws R", bR, 0.0);
+    expect_f("sample_draws disc", bd, 0.0);
+    expect_f("sample_draws taus 0", t0, 0.0);
+    expect_f("sample_draws taus 1", t1, 0.0);
+    expect_f("sample_draws taus 2", t2, 0.0);
+    if (timed)
+        TIME_GPU("sample_draws", gpu->ops->sample_draws(gpu, &src_g, &dst_g, B, &dr_g, 99, step_g));
+    release_all();
+}
+
+/* The fused reductions and the step counter inside a captured graph: replays give the same bits,
+ * the counter rises by one per replay. */
+static void test_fused_graph(void) {
+    printf("graph: [l2_norm2, heads_bwd, grn_ln_gate_bwd, adam_target_step], replayed\n");
+    const int sizes[3] = {3, 5, 5}, R = 700, H = 40, M = 90, d = 48;
+    const size_t n = 5000;
+    dqn_branches br;
+    dqn_branches_init(&br, 3, sizes);
+    const int A = br.A;
+    vf hva = in_relu((size_t)R * 2 * H), Wv2 = in_f((size_t)H, -1, 1), Wa2 = in_f((size_t)A * H, -1, 1);
+    vf dV = in_f((size_t)R, -1, 1), dAdv = in_f((size_t)R * A, -1, 1), norms = out_f(2);
+    vf dhva = out_f((size_t)R * 2 * H), dWv2 = out_f((size_t)H), dbv2 = out_f(1);
+    vf dWa2 = out_f((size_t)A * H), dba2 = out_f((size_t)A);
+    vf x = in_f((size_t)M * d, -2, 2), gamma = in_f((size_t)d, 0.5f, 1.5f), mean = in_f((size_t)M, -0.1f, 0.1f);
+    vf rstd = in_f((size_t)M, 0.5f, 1.5f), g = in_f((size_t)M * 2 * d, -2, 2), dy = in_f((size_t)M * d, -1, 1);
+    vf dres = out_f((size_t)M * d), dg = out_f((size_t)M * 2 * d), dgamma = out_f((size_t)d), dbeta = out_f((size_t)d);
+    vf p = in_f(n, -1, 1), gr = in_f(n, -1, 1), m = in_f(n, -0.1f, 0.1f), v = in_f(n, 0, 0.01f), t = in_f(n, -1, 1);
+    uint64_t *step_g = take(gpu, 8), zero = 0;
+    CHECK_OK(gpu->ops->h2d(gpu, step_g, &zero, 8));
+    void *g1 = NULL, *ex = NULL;
+    CHECK_OK(gpu->ops->capture_begin(gpu));
+    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+    CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, 0.5f, dhva.g,
+                                 dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+    CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, x.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
+                                       dgamma.g, dbeta.g, M, d));
+    CHECK_OK(gpu->ops->adam_target_step(gpu, p.g, gr.g, m.g, v.g, t.g, n, 1e-3f, 0.9f, 0.999f,
+                                        1e-8f, 0.0f, norms.g, 0.0f, 0, 0.01f, step_g, NULL));
+    CHECK_OK(gpu->ops->capture_end(gpu, &g1));
+    CHECK_OK(gpu->ops->graph_compose(gpu, &g1, 1, &ex));
+    CHECK_OK(gpu->ops->graph_launch(gpu, ex));
+    float *s_norms = fetch(norms.g, 8), *s_dwa2 = fetch(dWa2.g, dWa2.n * 4);
+    float *s_dba2 = fetch(dba2.g, dba2.n * 4), *s_dgamma = fetch(dgamma.g, dgamma.n * 4);
+    for (int k = 0; k < 2; k++) {
+        poison(norms.g, 8);
+        poison(dWa2.g, dWa2.n * 4);
+        poison(dba2.g, dba2.n * 4);
+        poison(dgamma.g, dgamma.n * 4);
+        CHECK_OK(gpu->ops->graph_launch(gpu, ex));
+        expect_same_bits("graph replay: l2_norm2", norms.g, s_norms, 8);
+        expect_same_bits("graph replay: heads_bwd dWa2", dWa2.g, s_dwa2, dWa2.n * 4);
+        expect_same_bits("graph replay: heads_bwd dba2", dba2.g, s_dba2, dba2.n * 4);
+        expect_same_bits("graph replay: grn_ln_gate_bwd dgamma", dgamma.g, s_dgamma, dgamma.n * 4);
+    }
+    uint64_t got = 0;
+    CHECK_OK(gpu->ops->d2h(gpu, &got, step_g, 8));
+    CHECK(got == 3, "adam_target_step in a graph: step %llu after 3 launches", (unsigned long long)got);
+    free(s_norms);
+    free(s_dwa2);
+    free(s_dba2);
+    free(s_dgamma);
+    gpu->ops->graph_destroy(gpu, ex, 1);
+    gpu->ops->graph_destroy(gpu, g1, 0);
+    release_all();
+}
+
 /* ---- the model's whole update: captured into one graph on CUDA, replayed, against the CPU ---- */
 
 static void test_model_update(int bottleneck, dqn_target_mode mode) {
@@ -912,6 +1196,22 @@ int main(void) {
     test_rand(37, 0);
     if (full) test_rand(131072, 1);
     test_graph();
+    /* fused ops (issue 3); A = 23 > 16 takes heads_bwd's shared-memory accumulators */
+    const int br_wide[4] = {7, 5, 6, 5};
+    test_fused_heads(37, 13, 1, br2, 0, 0);
+    test_fused_heads(301, 70, 3, br355, 1, 0);
+    test_fused_heads(129, 33, 4, br_wide, 1, 0);
+    if (full) test_fused_heads(262144, 64, 1, br2, 1, 1);
+    if (full) test_fused_heads(131072, 256, 3, br355, 1, 1);
+    test_fused_grn(37, 13, 0);
+    if (full) test_fused_grn(8192, 256, 1);
+    test_fused_iqn(5, 3, 7, 0);
+    if (full) test_fused_iqn(4096, 32, 256, 1);
+    test_fused_optim(37, 0);
+    if (full) test_fused_optim(1000003, 1);
+    test_fused_sample(37, 0);
+    if (full) test_fused_sample(4096, 1);
+    test_fused_graph();
     test_model_update(24, DQN_TARGET_MEAN);
     test_model_update(0, DQN_TARGET_INDEPENDENT);
     if (full) time_model_updates();
