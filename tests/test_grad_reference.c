@@ -78,6 +78,9 @@ int main(void) {
         /* head-gradient clip active (the norms here are ~0.1-1) */
         {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.05f},
         {5, 8, 1, 8, 0, 8, 1, {2}, 6, 5, 6, 4, DQN_TARGET_INDEPENDENT, 1.0f, 0.02f},
+        /* K == N: x and x' in one online pass */
+        {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 5, DQN_TARGET_MEAN, 1.0f, 0.05f},
+        {5, 8, 1, 8, 0, 8, 3, {3, 5, 5}, 6, 5, 6, 5, DQN_TARGET_INDEPENDENT, 1.0f, 0.0f},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const fixture_cfg *f = &cases[k];

@@ -207,18 +207,20 @@ dqn_status dqn_model_create(dqn_model *m, dqn_backend *be, const dqn_arch *arch,
     DQN_TRY(falloc(be, &m->gnorm, 1));
     DQN_TRY(falloc(be, &m->loss, 1));
     DQN_TRY(be->ops->alloc(be, (void **)&m->idx, (size_t)B * sizeof(int32_t)));
-    DQN_TRY(falloc(be, &m->x, (size_t)B * obs));
-    DQN_TRY(falloc(be, &m->xn, (size_t)B * obs));
+    /* x then x', and tau then tau_k, adjacent: with K == N one online pass covers both */
+    DQN_TRY(falloc(be, &m->x, (size_t)2 * B * obs));
+    m->xn = m->x + (size_t)B * obs;
     DQN_TRY(falloc(be, &m->R, (size_t)B));
     DQN_TRY(falloc(be, &m->disc, (size_t)B));
     DQN_TRY(be->ops->alloc(be, (void **)&m->act, (size_t)B * D * sizeof(int32_t)));
     DQN_TRY(be->ops->alloc(be, (void **)&m->astar, (size_t)B * D * sizeof(int32_t)));
-    DQN_TRY(falloc(be, &m->tau, (size_t)B * uc->N));
+    DQN_TRY(falloc(be, &m->tau, (size_t)B * (uc->N + uc->K)));
+    m->tau_k = m->tau + (size_t)B * uc->N;
     DQN_TRY(falloc(be, &m->tau_t, (size_t)B * uc->Nt));
-    DQN_TRY(falloc(be, &m->tau_k, (size_t)B * uc->K));
     DQN_TRY(falloc(be, &m->y, (size_t)B * D * uc->Nt));
-    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_on, B, uc->N));
-    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_sel, B, uc->K));
+    int joint = uc->K == uc->N;
+    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_on, joint ? 2 * B : B, uc->N));
+    if (!joint) DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_sel, B, uc->K));
     DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_tgt, B, uc->Nt));
     DQN_TRY(bwd_alloc(be, &m->L, &m->bw, B, uc->N));
     return DQN_OK;
@@ -229,8 +231,8 @@ void dqn_model_destroy(dqn_model *m) {
     if (!be) return;
     if (m->graph_exec && be->ops->graph_destroy) be->ops->graph_destroy(be, m->graph_exec, 1);
     void *bufs[] = {m->params, m->target, m->grads, m->adam_m, m->adam_v, m->step, m->gnorm,
-                    m->loss, m->idx, m->x, m->xn, m->R, m->disc, m->act, m->astar, m->tau,
-                    m->tau_t, m->tau_k, m->y};
+                    m->loss, m->idx, m->x, m->R, m->disc, m->act, m->astar, m->tau, m->tau_t,
+                    m->y};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) ffree(be, bufs[k]);
     dqn_fwd_free(be, &m->f_on);
     dqn_fwd_free(be, &m->f_sel);
@@ -263,12 +265,20 @@ dqn_status dqn_model_loss_grad(dqn_model *m) {
     const dqn_branches *br = &L->arch.br;
     int B = c->B;
     /* double DQN: the online net on x' (K taus) picks a*, the target net on x' scores it */
-    DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K));
-    DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
+    if (c->K == c->N) {
+        /* one online pass over [x; x'] with [tau; tau_k] (adjacent buffers): its first B*N rows
+         * are the online net on x (the backward reads that prefix), the rest pick a* */
+        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, 2 * B, c->N));
+        DQN_TRY(OPS->q_argmax(be, m->f_on.Z + (size_t)B * c->N * br->A, NULL, m->astar, B, c->K,
+                              br));
+    } else {
+        DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K));
+        DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
+    }
     DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt));
     DQN_TRY(OPS->iqn_targets(be, m->f_tgt.Z, m->astar, m->R, m->disc, m->y, B, c->Nt, br,
                              c->mode));
-    DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N));
+    if (c->K != c->N) DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N));
     DQN_TRY(OPS->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, NULL, m->loss, m->bw.dZ,
                                 NULL, B, c->N, c->Nt, br, c->mode, c->kappa));
     return dqn_backward(be, L, m->params, m->x, &m->f_on, &m->bw, m->grads, B, c->N,

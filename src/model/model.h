@@ -58,11 +58,13 @@ typedef struct {
     dqn_update_cfg ucfg;
     /* update-step buffers */
     int32_t *idx;                    /* [B] replay indices */
-    float *x, *xn, *R, *disc;        /* [B, obs], [B, obs], [B], [B] */
+    float *x, *xn, *R, *disc;        /* [B, obs], [B, obs] (xn = x + B*obs), [B], [B] */
     int32_t *act, *astar;            /* [B, D] */
-    float *tau, *tau_t, *tau_k;      /* [B*N], [B*Nt], [B*K] */
+    float *tau, *tau_t, *tau_k;      /* [B*N], [B*Nt], [B*K] (tau_k = tau + B*N) */
     float *y;                        /* [B, D, Nt] */
-    dqn_fwd f_on, f_sel, f_tgt;      /* online on x; online on x' (K taus); target on x' */
+    /* online on x; online on x' (K taus); target on x'. When K == N, f_on holds 2B samples,
+     * x then x' in one pass, and f_sel is unused. */
+    dqn_fwd f_on, f_sel, f_tgt;
     dqn_bwd bw;
     void *graph_exec;                /* captured update (backends with graphs) */
 } dqn_model;
