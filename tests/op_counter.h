@@ -157,14 +157,15 @@ OC_WRAP(rand_uniform_multi, 1,
         (oc_inner, d, seed, step))
 
 /* fused ops (issue 3) */
-OC_WRAP(heads_fwd, 1,
+/* the heads' custom kernels do the work of GEMMs: count it (R x H x (1 + A), twice backward) */
+OC_WRAP(heads_fwd, (OC_GEMM(R, H, br->A + 1, 1), 1),
         (dqn_backend *be, const float *hva, const float *Wv2, const float *bv2, const float *Wa2,
          const float *ba2, float *V, float *Adv, float *Z, int R, int H, const dqn_branches *br),
         (oc_inner, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, br))
 OC_WRAP(l2_norm2, 1,
         (dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1, float *norms),
         (oc_inner, x0, n0, x1, n1, norms))
-OC_WRAP(heads_bwd, 1,
+OC_WRAP(heads_bwd, (OC_GEMM(R, H, A + 1, 2), 1),
         (dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2, const float *dV,
          const float *dAdv, const float *norms, float max_norm, float *dhva, float *dWv2,
          float *dbv2, float *dWa2, float *dba2, int R, int H, int A),

@@ -37,8 +37,7 @@ dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B
         DQN_TRY(falloc(be, &f->cat, R * 2 * d));
         DQN_TRY(falloc(be, &f->u, R * (size_t)a->bottleneck));
     }
-    DQN_TRY(falloc(be, &f->hv, R * H));
-    DQN_TRY(falloc(be, &f->ha, R * H));
+    DQN_TRY(falloc(be, &f->hva, R * 2 * H));
     DQN_TRY(falloc(be, &f->V, R));
     DQN_TRY(falloc(be, &f->Adv, R * A));
     DQN_TRY(falloc(be, &f->Z, R * A));
@@ -52,7 +51,7 @@ void dqn_fwd_free(dqn_backend *be, dqn_fwd *f) {
         ffree(be, f->mean[l]); ffree(be, f->rstd[l]);
     }
     ffree(be, f->C); ffree(be, f->phi); ffree(be, f->z); ffree(be, f->cat); ffree(be, f->u);
-    ffree(be, f->hv); ffree(be, f->ha); ffree(be, f->V); ffree(be, f->Adv); ffree(be, f->Z);
+    ffree(be, f->hva); ffree(be, f->V); ffree(be, f->Adv); ffree(be, f->Z);
     memset(f, 0, sizeof *f);
 }
 
@@ -64,10 +63,8 @@ static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, in
     DQN_TRY(falloc(be, &w->dZ, R * A));
     DQN_TRY(falloc(be, &w->dV, R));
     DQN_TRY(falloc(be, &w->dAdv, R * A));
-    DQN_TRY(falloc(be, &w->dhv, R * H));
-    DQN_TRY(falloc(be, &w->dha, R * H));
+    DQN_TRY(falloc(be, &w->dhva, R * 2 * H));
     DQN_TRY(falloc(be, &w->du, R * U));
-    DQN_TRY(falloc(be, &w->du2, R * U));
     if (a->bottleneck > 0) DQN_TRY(falloc(be, &w->dcat, R * 2 * d));
     DQN_TRY(falloc(be, &w->dz, R * d));
     DQN_TRY(falloc(be, &w->dphi, R * d));
@@ -116,12 +113,11 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
                                     a->bottleneck, DQN_ACT_RELU));
         u = f->u;
     }
-    /* dueling heads */
-    DQN_TRY(OPS->linear_act_fwd(be, u, P + L->v1.W, P + L->v1.b, f->hv, R, L->u, H, DQN_ACT_RELU));
-    DQN_TRY(OPS->linear_fwd(be, f->hv, P + L->v2.W, P + L->v2.b, f->V, R, H, 1));
-    DQN_TRY(OPS->linear_act_fwd(be, u, P + L->a1.W, P + L->a1.b, f->ha, R, L->u, H, DQN_ACT_RELU));
-    DQN_TRY(OPS->linear_fwd(be, f->ha, P + L->a2.W, P + L->a2.b, f->Adv, R, H, a->br.A));
-    return OPS->dueling_fwd(be, f->V, f->Adv, f->Z, R, &a->br);
+    /* dueling heads: v1 and a1 as one stacked layer, then v2, a2 and the combine in one op */
+    DQN_TRY(OPS->linear_act_fwd(be, u, P + L->va.W, P + L->va.b, f->hva, R, L->u, 2 * H,
+                                DQN_ACT_RELU));
+    return OPS->heads_fwd(be, f->hva, P + L->v2.W, P + L->v2.b, P + L->a2.W, P + L->a2.b, f->V,
+                          f->Adv, f->Z, R, H, &a->br);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -133,26 +129,17 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     int d = a->d, H = a->head_hidden, R = B * T, U = L->u;
     const float *u = a->bottleneck > 0 ? f->u : f->z;
     DQN_TRY(OPS->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
-    if (head_grad_clip > 0) {
-        /* SPEC 4: clip the whole-batch L2 norm of d_value_logits and d_adv_logits */
-        DQN_TRY(OPS->l2_norm(be, w->dV, (size_t)R, w->norms));
-        DQN_TRY(OPS->clip_by_norm(be, w->dV, (size_t)R, w->norms, head_grad_clip));
-        DQN_TRY(OPS->l2_norm(be, w->dAdv, (size_t)R * a->br.A, w->norms + 1));
-        DQN_TRY(OPS->clip_by_norm(be, w->dAdv, (size_t)R * a->br.A, w->norms + 1,
-                                  head_grad_clip));
-    }
-    /* value head, then advantage head; their input gradients add up in du */
-    DQN_TRY(OPS->linear_bwd(be, f->hv, P + L->v2.W, w->dV, w->dhv, G + L->v2.W, G + L->v2.b,
-                            R, H, 1));
-    DQN_TRY(OPS->relu_bwd(be, f->hv, w->dhv, w->dhv, (size_t)R * H));
-    DQN_TRY(OPS->linear_bwd(be, u, P + L->v1.W, w->dhv, w->du, G + L->v1.W, G + L->v1.b, R, U,
-                            H));
-    DQN_TRY(OPS->linear_bwd(be, f->ha, P + L->a2.W, w->dAdv, w->dha, G + L->a2.W, G + L->a2.b,
-                            R, H, a->br.A));
-    DQN_TRY(OPS->relu_bwd(be, f->ha, w->dha, w->dha, (size_t)R * H));
-    DQN_TRY(OPS->linear_bwd(be, u, P + L->a1.W, w->dha, w->du2, G + L->a1.W, G + L->a1.b, R,
-                            U, H));
-    DQN_TRY(OPS->axpy(be, 1.0f, w->du2, w->du, (size_t)R * U));
+    /* SPEC 4: the whole-batch L2 norms of d_value_logits and d_adv_logits; heads_bwd applies
+     * the clip as it reads them (dV and dAdv stay unclipped) */
+    const float clip = head_grad_clip > 0 ? head_grad_clip : 0.0f;
+    if (clip > 0)
+        DQN_TRY(OPS->l2_norm2(be, w->dV, (size_t)R, w->dAdv, (size_t)R * a->br.A, w->norms));
+    DQN_TRY(OPS->heads_bwd(be, f->hva, P + L->v2.W, P + L->a2.W, w->dV, w->dAdv,
+                           clip > 0 ? w->norms : NULL, clip, w->dhva, G + L->v2.W, G + L->v2.b,
+                           G + L->a2.W, G + L->a2.b, R, H, a->br.A));
+    /* the stacked v1/a1 layer: one GEMM gives du, the sum of both heads' input gradients */
+    DQN_TRY(OPS->linear_bwd(be, u, P + L->va.W, w->dhva, w->du, G + L->va.W, G + L->va.b, R, U,
+                            2 * H));
     /* bottleneck: du -> dcat -> (dz, dh from the h half of the concat) */
     const float *dz = w->du;
     const float *h = f->h[a->grn_blocks];

@@ -18,7 +18,7 @@ typedef struct {
     float *z;                        /* [R, d] */
     float *cat;                      /* [R, 2d] (bottleneck only) */
     float *u;                        /* [R, m] (bottleneck only; else u = z) */
-    float *hv, *ha;                  /* [R, H] head hidden (post-ReLU) */
+    float *hva;                      /* [R, 2H] head hidden (post-ReLU): value 0:H, advantage H:2H */
     float *V;                        /* [R, 1] value logits */
     float *Adv;                      /* [R, A] advantage logits */
     float *Z;                        /* [R, A] */
@@ -27,8 +27,8 @@ typedef struct {
 /* Gradient workspace of the one pass that is differentiated. */
 typedef struct {
     float *dZ, *dV, *dAdv;           /* [R, A], [R], [R, A] */
-    float *dhv, *dha;                /* [R, H] */
-    float *du, *du2;                 /* [R, u] */
+    float *dhva;                     /* [R, 2H] */
+    float *du;                       /* [R, u] */
     float *dcat;                     /* [R, 2d] */
     float *dz, *dphi;                /* [R, d] */
     float *dh, *dh2;                 /* [B, d] */
