@@ -70,7 +70,6 @@ static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, in
     DQN_TRY(falloc(be, &w->dphi, R * d));
     DQN_TRY(falloc(be, &w->dh, (size_t)B * d));
     DQN_TRY(falloc(be, &w->dh2, (size_t)B * d));
-    DQN_TRY(falloc(be, &w->dr, (size_t)B * d));
     DQN_TRY(falloc(be, &w->de, (size_t)B * d));
     DQN_TRY(falloc(be, &w->dg, (size_t)B * 2 * d));
     DQN_TRY(falloc(be, &w->norms, 2));
@@ -96,9 +95,8 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
         DQN_TRY(OPS->linear_fwd(be, f->h[l], P + g->a.W, P + g->a.b, f->e[l], B, d, d));
         DQN_TRY(OPS->elu_fwd(be, f->e[l], f->e[l], (size_t)B * d));
         DQN_TRY(OPS->linear_fwd(be, f->e[l], P + g->b.W, P + g->b.b, f->g[l], B, d, 2 * d));
-        DQN_TRY(OPS->gate_fwd(be, f->h[l], f->g[l], f->r[l], B, d));
-        DQN_TRY(OPS->layernorm_fwd(be, f->r[l], P + g->gamma, P + g->beta, f->h[l + 1],
-                                   f->mean[l], f->rstd[l], B, d));
+        DQN_TRY(OPS->grn_gate_ln_fwd(be, f->h[l], f->g[l], P + g->gamma, P + g->beta, f->r[l],
+                                     f->h[l + 1], f->mean[l], f->rstd[l], B, d));
     }
     const float *h = f->h[a->grn_blocks];
     /* IQN: phi = ReLU(W_phi cos(pi k tau) + b_phi), z = h * phi */
@@ -160,10 +158,9 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     /* trunk, last block first; dh holds the gradient w.r.t. the block's output */
     for (int l = a->grn_blocks - 1; l >= 0; l--) {
         const dqn_grn_offsets *g = &L->grn[l];
-        DQN_TRY(OPS->layernorm_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], w->dh,
-                                   w->dr, G + g->gamma, G + g->beta, B, d));
-        /* residual: the gradient w.r.t. h is dr (into dh2) plus the gate path's */
-        DQN_TRY(OPS->gate_bwd(be, f->g[l], w->dr, w->dh2, w->dg, B, d));
+        /* LayerNorm and gate: the residual's gradient w.r.t. h into dh2, the gate's into dg */
+        DQN_TRY(OPS->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
+                                     w->dh, w->dh2, w->dg, G + g->gamma, G + g->beta, B, d));
         DQN_TRY(OPS->linear_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b,
                                 B, d, 2 * d));
         DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));

@@ -32,7 +32,7 @@ typedef struct {
     float *dcat;                     /* [R, 2d] */
     float *dz, *dphi;                /* [R, d] */
     float *dh, *dh2;                 /* [B, d] */
-    float *dr, *de;                  /* [B, d] */
+    float *de;                       /* [B, d] */
     float *dg;                       /* [B, 2d] */
     float *norms;                    /* [2] head-gradient norms (value, advantage) */
 } dqn_bwd;
