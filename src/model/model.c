@@ -103,10 +103,9 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
     DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
     DQN_TRY(OPS->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
                                 DQN_ACT_RELU));
-    DQN_TRY(OPS->mul_bcast_fwd(be, h, f->phi, f->z, B, T, d));
+    DQN_TRY(OPS->iqn_fwd(be, h, f->phi, f->z, a->bottleneck > 0 ? f->cat : NULL, B, T, d));
     const float *u = f->z;
     if (a->bottleneck > 0) {
-        DQN_TRY(OPS->concat_bcast_fwd(be, f->z, h, f->cat, B, T, d));
         DQN_TRY(OPS->linear_act_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d,
                                     a->bottleneck, DQN_ACT_RELU));
         u = f->u;
@@ -138,21 +137,17 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     /* the stacked v1/a1 layer: one GEMM gives du, the sum of both heads' input gradients */
     DQN_TRY(OPS->linear_bwd(be, u, P + L->va.W, w->dhva, w->du, G + L->va.W, G + L->va.b, R, U,
                             2 * H));
-    /* bottleneck: du -> dcat -> (dz, dh from the h half of the concat) */
-    const float *dz = w->du;
+    /* bottleneck: du -> dcat */
     const float *h = f->h[a->grn_blocks];
     if (a->bottleneck > 0) {
         DQN_TRY(OPS->relu_bwd(be, f->u, w->du, w->du, (size_t)R * U));
         DQN_TRY(OPS->linear_bwd(be, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W,
                                 G + L->bn.b, R, 2 * d, U));
-        DQN_TRY(OPS->fill(be, w->dh2, 0.0f, (size_t)B * d));
-        DQN_TRY(OPS->concat_bcast_bwd(be, w->dcat, w->dz, w->dh2, B, T, d));
-        dz = w->dz;
     }
-    /* z = h * phi: the IQN path hands dh to the trunk */
-    DQN_TRY(OPS->mul_bcast_bwd(be, h, f->phi, dz, w->dh, w->dphi, B, T, d));
-    if (a->bottleneck > 0) DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh, (size_t)B * d));
-    DQN_TRY(OPS->relu_bwd(be, f->phi, w->dphi, w->dphi, (size_t)R * d));
+    /* z = h * phi (and cat = [z, h]): dz, the dh the IQN path hands to the trunk, and dphi
+     * through phi's ReLU */
+    DQN_TRY(OPS->iqn_bwd(be, a->bottleneck > 0 ? w->dcat : NULL, h, f->phi,
+                         a->bottleneck > 0 ? w->dz : w->du, w->dh, w->dphi, B, T, d));
     DQN_TRY(OPS->linear_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W, G + L->phi.b,
                             R, a->n_cos, d));
     /* trunk, last block first; dh holds the gradient w.r.t. the block's output */
