@@ -272,14 +272,13 @@ static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
     const dqn_sample_src src = {rv->obs, rv->next_obs, rv->R, rv->disc, rv->act, rv->size,
                                 m->L.arch.obs_dim, m->L.arch.br.D};
     const dqn_sample_dst dst = {m->idx, m->act, m->x, m->xn, m->R, m->disc};
-    DQN_TRY(OPS->sample_batch(be, &src, &dst, B, c->seed, m->step));
     size_t nN = (size_t)B * c->N, nT = (size_t)B * c->Nt, nK = (size_t)B * c->K;
     const dqn_draws taus = {3,
                             {m->tau, m->tau_t, m->tau_k},
                             {nN, nT, nK},
                             {DQN_STREAM_TAU_ONLINE, DQN_STREAM_TAU_TARGET, DQN_STREAM_TAU_SELECT},
                             {nN, nT, nK}};
-    return OPS->rand_uniform_multi(be, &taus, c->seed, m->step);
+    return OPS->sample_draws(be, &src, &dst, B, &taus, c->seed, m->step);
 }
 
 static dqn_status record_optimizer(dqn_model *m) {
@@ -287,12 +286,11 @@ static dqn_status record_optimizer(dqn_model *m) {
     const dqn_update_cfg *c = &m->ucfg;
     size_t n = m->L.n_params;
     DQN_TRY(OPS->l2_norm(be, m->grads, n, m->gnorm));
-    DQN_TRY(OPS->adam(be, m->params, m->grads, m->adam_m, m->adam_v, n, c->lr, c->beta1,
-                      c->beta2, c->adam_eps, c->weight_decay, m->gnorm, c->grad_clip, m->step,
-                      NULL));
-    DQN_TRY(OPS->target_update(be, m->target, m->params, n, c->tau_target > 0 ? 0 : c->target_period,
-                               c->tau_target, m->step));
-    return OPS->step_incr(be, m->step);
+    /* Adam, the target update and the counter increment: one op */
+    return OPS->adam_target_step(be, m->params, m->grads, m->adam_m, m->adam_v, m->target, n,
+                                 c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay, m->gnorm,
+                                 c->grad_clip, c->tau_target > 0 ? 0 : c->target_period,
+                                 c->tau_target, m->step, NULL);
 }
 
 static dqn_status record_update(dqn_model *m, const dqn_replay_view *rv) {
