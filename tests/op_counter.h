@@ -199,6 +199,23 @@ OC_WRAP(sample_draws, 1,
          const dqn_draws *d, uint64_t seed, const uint64_t *step),
         (oc_inner, src, dst, B, d, seed, step))
 
+OC_WRAP(linear_ld_fwd, (OC_GEMM(M, K, N, 1), 1),
+        (dqn_backend *be, const float *X, const float *W, int ldw, const float *b, float *Y, int M,
+         int K, int N, dqn_act act),
+        (oc_inner, X, W, ldw, b, Y, M, K, N, act))
+OC_WRAP(linear_ld_bwd,
+        (OC_GEMM(M, K, N, (dX != NULL) + (dW != NULL)),
+         (dX != NULL) + (dW != NULL) + (db != NULL && (dW == NULL || M > OC_BGRADB_MAX_ROWS))),
+        (dqn_backend *be, const float *X, const float *W, int ldw, const float *dY, float *dX,
+         int acc_dx, float *dW, float *db, int M, int K, int N),
+        (oc_inner, X, W, ldw, dY, dX, acc_dx, dW, db, M, K, N))
+OC_WRAP(bcast_add_act, 1,
+        (dqn_backend *be, const float *hb, float *Y, int B, int T, int N, dqn_act act),
+        (oc_inner, hb, Y, B, T, N, act))
+OC_WRAP(relu_bwd_tausum, 1,
+        (dqn_backend *be, const float *u, float *du, float *dus, int B, int T, int N),
+        (oc_inner, u, du, dus, B, T, N))
+
 /* the memory and host-staging entries, which are not compute ops and stay unwrapped */
 static inline int oc_is_memory(size_t slot) {
     static const size_t mem[] = {OC_SLOT(alloc),     OC_SLOT(free),      OC_SLOT(h2d),
@@ -236,7 +253,8 @@ static inline dqn_status oc_create(dqn_backend **out) {
     OC_SET(rand_uniform_multi);
     OC_SET(heads_fwd); OC_SET(l2_norm2); OC_SET(heads_bwd); OC_SET(grn_gate_ln_fwd);
     OC_SET(grn_ln_gate_bwd); OC_SET(iqn_fwd); OC_SET(iqn_bwd); OC_SET(adam_target_step);
-    OC_SET(sample_draws);
+    OC_SET(sample_draws); OC_SET(linear_ld_fwd); OC_SET(linear_ld_bwd); OC_SET(bcast_add_act);
+    OC_SET(relu_bwd_tausum);
     oc_be = *oc_inner;
     oc_be.ops = &oc_ops;
     *out = &oc_be;

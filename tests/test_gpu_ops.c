@@ -949,6 +949,53 @@ static void test_fused_sample(int B, int timed) {
     release_all();
 }
 
+/* the bottleneck split's ops: GEMMs on a column block (ldw > K) of a wider weight, dX accumulated,
+ * dW written into strided rows (the other columns kept), the broadcast add + ReLU, and the
+ * ReLU mask with the tau sums (exact: the CPU's rounding order) */
+static void test_fused_split(int B, int T, int d, int m, int timed) {
+    printf("bottleneck split B=%d T=%d d=%d m=%d\n", B, T, d, m);
+    const int R = B * T, ldw = 2 * d;
+    vf z = in_f((size_t)R * d, -1, 1), h = in_f((size_t)B * d, -1, 1);
+    vf W = in_f((size_t)m * ldw, -1, 1), b = in_f((size_t)m, -0.5f, 0.5f);
+    vf hb = out_f((size_t)B * m), u = out_f((size_t)R * m);
+    CPU(linear_ld_fwd, h.c, W.c + d, ldw, b.c, hb.c, B, d, m, DQN_ACT_NONE);
+    CHECK_OK(gpu->ops->linear_ld_fwd(gpu, h.g, W.g + d, ldw, b.g, hb.g, B, d, m, DQN_ACT_NONE));
+    expect_f("linear_ld_fwd (h half, bias)", hb, TOL_RED);
+    upload(hb);
+    CPU(linear_ld_fwd, z.c, W.c, ldw, NULL, u.c, R, d, m, DQN_ACT_NONE);
+    CHECK_OK(gpu->ops->linear_ld_fwd(gpu, z.g, W.g, ldw, NULL, u.g, R, d, m, DQN_ACT_NONE));
+    expect_f("linear_ld_fwd (z half)", u, TOL_RED);
+    upload(u);
+    CPU(bcast_add_act, hb.c, u.c, B, T, m, DQN_ACT_RELU);
+    CHECK_OK(gpu->ops->bcast_add_act(gpu, hb.g, u.g, B, T, m, DQN_ACT_RELU));
+    expect_f("bcast_add_act relu", u, 0.0);
+    vf du = in_f((size_t)R * m, -1, 1), dus = out_f((size_t)B * m);
+    CPU(relu_bwd_tausum, u.c, du.c, dus.c, B, T, m);
+    CHECK_OK(gpu->ops->relu_bwd_tausum(gpu, u.g, du.g, dus.g, B, T, m));
+    expect_f("relu_bwd_tausum du", du, 0.0);
+    expect_f("relu_bwd_tausum dus", dus, 0.0);
+    vf dz = out_f((size_t)R * d), dh = in_f((size_t)B * d, -1, 1);
+    vf dW = in_f((size_t)m * ldw, -1, 1), db = out_f((size_t)m);
+    CPU(linear_ld_bwd, z.c, W.c, ldw, du.c, dz.c, 0, dW.c, NULL, R, d, m);
+    CHECK_OK(gpu->ops->linear_ld_bwd(gpu, z.g, W.g, ldw, du.g, dz.g, 0, dW.g, NULL, R, d, m));
+    expect_f("linear_ld_bwd dz", dz, TOL_RED);
+    CPU(linear_ld_bwd, h.c, W.c + d, ldw, dus.c, dh.c, 1, dW.c + d, db.c, B, d, m);
+    CHECK_OK(gpu->ops->linear_ld_bwd(gpu, h.g, W.g + d, ldw, dus.g, dh.g, 1, dW.g + d, db.g, B, d, m));
+    expect_f("linear_ld_bwd dh (accumulated)", dh, TOL_RED);
+    expect_f("linear_ld_bwd dW (both halves, strided)", dW, TOL_RED);
+    expect_f("linear_ld_bwd db", db, TOL_RED);
+    if (timed) {
+        TIME_GPU("linear_ld_fwd (z half)", gpu->ops->linear_ld_fwd(gpu, z.g, W.g, ldw, NULL, u.g, R,
+                                                                   d, m, DQN_ACT_NONE));
+        TIME_GPU("bcast_add_act", gpu->ops->bcast_add_act(gpu, hb.g, u.g, B, T, m, DQN_ACT_RELU));
+        TIME_GPU("relu_bwd_tausum", gpu->ops->relu_bwd_tausum(gpu, u.g, du.g, dus.g, B, T, m));
+        TIME_GPU("linear_ld_bwd (z half: dz, dW)", gpu->ops->linear_ld_bwd(gpu, z.g, W.g, ldw, du.g,
+                                                                           dz.g, 0, dW.g, NULL, R,
+                                                                           d, m));
+    }
+    release_all();
+}
+
 /* The fused reductions and the step counter inside a captured graph: replays give the same bits,
  * the counter rises by one per replay. */
 static void test_fused_graph(void) {
@@ -1211,6 +1258,9 @@ int main(void) {
     if (full) test_fused_optim(1000003, 1);
     test_fused_sample(37, 0);
     if (full) test_fused_sample(4096, 1);
+    test_fused_split(5, 3, 7, 6, 0);
+    test_fused_split(300, 8, 48, 20, 0);
+    if (full) test_fused_split(4096, 32, 256, 128, 1);
     test_fused_graph();
     test_model_update(24, DQN_TARGET_MEAN);
     test_model_update(0, DQN_TARGET_INDEPENDENT);

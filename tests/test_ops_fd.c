@@ -541,6 +541,65 @@ static void test_iqn_mix(int B, int T, int d, int with_cat) {
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
 }
 
+/* The split bottleneck u = ReLU(W_bn[:, 0:d] z + W_bn[:, d:2d] h[s] + b) (linear_ld_fwd twice,
+ * bcast_add_act); its backward by relu_bwd_tausum and linear_ld_bwd twice (dh accumulated
+ * onto a nonzero start) against finite differences in z, h, W_bn and b. */
+static struct {
+    float *z, *h, *W, *b, *hb, *u, *r;
+    int B, T, d, m;
+} sp;
+
+static double bn_split_loss(void) {
+    int R = sp.B * sp.T;
+    CHECK_OK(be->ops->linear_ld_fwd(be, sp.h, sp.W + sp.d, 2 * sp.d, sp.b, sp.hb, sp.B, sp.d, sp.m,
+                                    DQN_ACT_NONE));
+    CHECK_OK(be->ops->linear_ld_fwd(be, sp.z, sp.W, 2 * sp.d, NULL, sp.u, R, sp.d, sp.m, DQN_ACT_NONE));
+    CHECK_OK(be->ops->bcast_add_act(be, sp.hb, sp.u, sp.B, sp.T, sp.m, DQN_ACT_RELU));
+    return dot(sp.r, sp.u, (size_t)R * sp.m);
+}
+
+static void test_bn_split(int B, int T, int d, int m) {
+    int R = B * T;
+    sp.B = B, sp.T = T, sp.d = d, sp.m = m;
+    sp.z = rand_away((size_t)R * d, 0.1, 1), sp.h = rand_away((size_t)B * d, 0.1, 1);
+    sp.W = rand_away((size_t)m * 2 * d, 0.1, 1), sp.b = rand_away(m, 0.1, 1);
+    sp.hb = alloc_f((size_t)B * m), sp.u = alloc_f((size_t)R * m);
+    sp.r = rand_away((size_t)R * m, 0.1, 1);
+    /* redraw b until no pre-activation lies within 0.05 of the ReLU's kink (a step of h moves
+     * one by at most 1e-2) */
+    for (int tries = 0; tries < 1000; tries++) {
+        CHECK_OK(be->ops->linear_ld_fwd(be, sp.h, sp.W + d, 2 * d, sp.b, sp.hb, B, d, m,
+                                        DQN_ACT_NONE));
+        CHECK_OK(be->ops->linear_ld_fwd(be, sp.z, sp.W, 2 * d, NULL, sp.u, R, d, m, DQN_ACT_NONE));
+        CHECK_OK(be->ops->bcast_add_act(be, sp.hb, sp.u, B, T, m, DQN_ACT_NONE));
+        double near = INFINITY;
+        for (size_t k = 0; k < (size_t)R * m; k++) near = fmin(near, fabs(sp.u[k]));
+        if (near >= 0.05) break;
+        for (int k = 0; k < m; k++) sp.b[k] = away(0.1, 1.5);
+    }
+    bn_split_loss();
+    float *du = copy_of(sp.r, (size_t)R * m), *dus = poisoned((size_t)B * m);
+    float *dz = poisoned((size_t)R * d), *dh0 = rand_away((size_t)B * d, 0.1, 1);
+    float *dh = copy_of(dh0, (size_t)B * d), *dW = poisoned((size_t)m * 2 * d), *db = poisoned(m);
+    CHECK_OK(be->ops->relu_bwd_tausum(be, sp.u, du, dus, B, T, m));
+    CHECK_OK(be->ops->linear_ld_bwd(be, sp.z, sp.W, 2 * d, du, dz, 0, dW, NULL, R, d, m));
+    CHECK_OK(be->ops->linear_ld_bwd(be, sp.h, sp.W + d, 2 * d, dus, dh, 1, dW + d, db, B, d, m));
+    CHECK(all_finite(dz, (size_t)R * d) && all_finite(dW, (size_t)m * 2 * d) && all_finite(db, m),
+          "split bottleneck backward left outputs unwritten");
+    for (size_t k = 0; k < (size_t)B * d; k++) dh[k] -= dh0[k];   /* keep what was added */
+    char name[64];
+    snprintf(name, sizeof name, "bn split B=%d T=%d d=%d m=%d dz", B, T, d, m);
+    fd_check(name, sp.z, dz, (size_t)R * d, bn_split_loss, 1e-2f);
+    snprintf(name, sizeof name, "bn split B=%d T=%d d=%d m=%d dh (accumulated)", B, T, d, m);
+    fd_check(name, sp.h, dh, (size_t)B * d, bn_split_loss, 1e-2f);
+    snprintf(name, sizeof name, "bn split B=%d T=%d d=%d m=%d dW", B, T, d, m);
+    fd_check(name, sp.W, dW, (size_t)m * 2 * d, bn_split_loss, 1e-2f);
+    snprintf(name, sizeof name, "bn split B=%d T=%d d=%d m=%d db", B, T, d, m);
+    fd_check(name, sp.b, db, m, bn_split_loss, 1e-2f);
+    float *bufs[] = {sp.z, sp.h, sp.W, sp.b, sp.hb, sp.u, sp.r, du, dus, dz, dh0, dh, dW, db};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+}
+
 int main(void) {
     CHECK_OK(dqn_backend_cpu_create(&be));
     if (!be) return check_finish("test_ops_fd");
@@ -581,6 +640,8 @@ int main(void) {
     test_grn_tail(3, 37);
     test_iqn_mix(3, 4, 5, 1);
     test_iqn_mix(2, 7, 33, 0);
+    test_bn_split(3, 4, 5, 6);
+    test_bn_split(2, 6, 16, 9);
 
     be->ops->destroy(be);
     return check_finish("test_ops_fd");

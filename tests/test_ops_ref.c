@@ -1029,6 +1029,98 @@ static void test_sample_draws(int B, int obs, int D, uint64_t step) {
     }
 }
 
+/* linear_ld_fwd / linear_ld_bwd on a column block of a wider matrix (ldw > K) against naive
+ * loops; the columns of dW's rows past K are left alone, and acc_dx adds to dX */
+static void test_linear_ld(int M, int K, int N, int ldw) {
+    float *X = rand_f((size_t)M * K, -1, 1), *Wf = rand_f((size_t)N * ldw, -1, 1);
+    float *b = rand_f(N, -0.5, 0.5), *dY = rand_f((size_t)M * N, -1, 1);
+    float *Y = poisoned((size_t)M * N), *dX = rand_f((size_t)M * K, -1, 1);
+    float *dX0 = copy_of(dX, (size_t)M * K), *dWf = rand_f((size_t)N * ldw, -1, 1);
+    float *dWf0 = copy_of(dWf, (size_t)N * ldw), *db = poisoned(N);
+    size_t most = (size_t)M * (K > N ? K : N) + (size_t)N * K;
+    double *want = xmalloc(sizeof(double) * most), *scale = xmalloc(sizeof(double) * most);
+    CHECK_OK(ops->linear_ld_fwd(be, X, Wf, ldw, b, Y, M, K, N, DQN_ACT_RELU));
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = b[n], a = fabs(b[n]);
+            for (int k = 0; k < K; k++) {
+                double t = (double)X[(size_t)m * K + k] * Wf[(size_t)n * ldw + k];
+                s += t, a += fabs(t);
+            }
+            want[(size_t)m * N + n] = s > 0 ? s : 0, scale[(size_t)m * N + n] = a;
+        }
+    double e = worst_err(Y, want, scale, (size_t)M * N, 1e-30);
+    CHECK(e <= 1e-5, "linear_ld_fwd M=%d K=%d N=%d ldw=%d: error %.3g", M, K, N, ldw, e);
+    CHECK_OK(ops->linear_ld_bwd(be, X, Wf, ldw, dY, dX, 1, dWf, db, M, K, N));
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) {
+            double s = dX0[(size_t)m * K + k], a = fabs(s);
+            for (int n = 0; n < N; n++) {
+                double t = (double)dY[(size_t)m * N + n] * Wf[(size_t)n * ldw + k];
+                s += t, a += fabs(t);
+            }
+            want[(size_t)m * K + k] = s, scale[(size_t)m * K + k] = a;
+        }
+    e = worst_err(dX, want, scale, (size_t)M * K, 1e-30);
+    int kept = 1;
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < ldw; k++) {
+            size_t i = (size_t)n * ldw + k;
+            if (k >= K) {
+                kept &= dWf[i] == dWf0[i];
+                continue;
+            }
+            double s = 0, a = 0;
+            for (int m = 0; m < M; m++) {
+                double t = (double)dY[(size_t)m * N + n] * X[(size_t)m * K + k];
+                s += t, a += fabs(t);
+            }
+            e = maxe(e, fabs(dWf[i] - s) / (a + 1e-30));
+        }
+    for (int n = 0; n < N; n++) {
+        double s = 0, a = 0;
+        for (int m = 0; m < M; m++) s += dY[(size_t)m * N + n], a += fabs(dY[(size_t)m * N + n]);
+        e = maxe(e, fabs(db[n] - s) / (a + 1e-30));
+    }
+    CHECK(e <= 1e-5 && kept, "linear_ld_bwd M=%d K=%d N=%d ldw=%d: error %.3g, other columns kept %d",
+          M, K, N, ldw, e, kept);
+    CHECK(ops->linear_ld_fwd(be, X, Wf, K - 1, b, Y, M, K, N, DQN_ACT_NONE) == DQN_ERR_ARG,
+          "linear_ld_fwd accepted ldw < K");
+    free(X); free(Wf); free(b); free(dY); free(Y); free(dX); free(dX0); free(dWf); free(dWf0);
+    free(db); free(want); free(scale);
+}
+
+/* the split bottleneck equals the concatenated one: ReLU(W_bn [z ; h] + b) two ways, and
+ * relu_bwd_tausum equals relu_bwd then per-sample sums in tau order */
+static void test_bn_split(int B, int T, int d, int m) {
+    size_t R = (size_t)B * T, nz = R * d;
+    float *z = rand_f(nz, -1, 1), *h = rand_f((size_t)B * d, -1, 1);
+    float *W = rand_f((size_t)m * 2 * d, -1, 1), *b = rand_f(m, -0.5, 0.5);
+    float *cat = poisoned(2 * nz), *u0 = poisoned(R * m), *u1 = poisoned(R * m), *hb = poisoned((size_t)B * m);
+    CHECK_OK(ops->concat_bcast_fwd(be, z, h, cat, B, T, d));
+    CHECK_OK(ops->linear_act_fwd(be, cat, W, b, u0, (int)R, 2 * d, m, DQN_ACT_RELU));
+    CHECK_OK(ops->linear_ld_fwd(be, h, W + d, 2 * d, b, hb, B, d, m, DQN_ACT_NONE));
+    CHECK_OK(ops->linear_ld_fwd(be, z, W, 2 * d, NULL, u1, (int)R, d, m, DQN_ACT_NONE));
+    CHECK_OK(ops->bcast_add_act(be, hb, u1, B, T, m, DQN_ACT_RELU));
+    double e = 0;
+    for (size_t i = 0; i < R * m; i++) e = maxe(e, fabs(u1[i] - u0[i]));
+    CHECK(e <= 1e-5 * d, "split bottleneck B=%d T=%d d=%d m=%d: max |split - concat| %.3g", B, T, d,
+          m, e);
+    float *du = rand_f(R * m, -1, 1), *du0 = copy_of(du, R * m), *dus = poisoned((size_t)B * m);
+    CHECK_OK(ops->relu_bwd(be, u1, du0, du0, R * m));
+    CHECK_OK(ops->relu_bwd_tausum(be, u1, du, dus, B, T, m));
+    int same = same_bytes(du, du0, R * m * 4);
+    for (int s = 0; s < B; s++)
+        for (int k = 0; k < m; k++) {
+            float acc = 0.0f;
+            for (int i = 0; i < T; i++) acc += du0[((size_t)s * T + i) * m + k];
+            same &= dus[(size_t)s * m + k] == acc;
+        }
+    CHECK(same, "relu_bwd_tausum differs from relu_bwd and per-sample sums");
+    free(z); free(h); free(W); free(b); free(cat); free(u0); free(u1); free(hb); free(du);
+    free(du0); free(dus);
+}
+
 static void test_errors(void) {
     float x[4] = {1, 2, 3, 4}, y[4];
     CHECK(ops->linear_fwd(be, x, x, NULL, y, 0, 2, 2) == DQN_ERR_ARG, "linear_fwd accepted M = 0");
@@ -1112,6 +1204,11 @@ int main(void) {
     test_adam_target_step();
     test_sample_draws(32, 4, 1, 0);
     test_sample_draws(17, 9, 3, 777);
+    test_linear_ld(13, 7, 5, 16);
+    test_linear_ld(97, 64, 33, 128);
+    test_linear_ld(8, 9, 3, 9);
+    test_bn_split(3, 5, 8, 6);
+    test_bn_split(4, 8, 64, 32);
     test_errors();
 
     ops->destroy(be);

@@ -257,6 +257,26 @@ typedef struct dqn_ops {
                                const dqn_sample_dst *dst, int B, const dqn_draws *d,
                                uint64_t seed, const uint64_t *step);
 
+    /* The bottleneck split: W_bn [z ; h] = W_bn[:, 0:d] z + W_bn[:, d:2d] h, and h is per
+     * sample, so its half runs on B rows instead of B*T. W below is a column block of a row-major
+     * matrix whose rows are ldw >= K floats apart. */
+    /* Y[M, N] = act(X[M, K] W^T + b) (b may be NULL), W [N, K] with row stride ldw */
+    dqn_status (*linear_ld_fwd)(dqn_backend *be, const float *X, const float *W, int ldw,
+                                const float *b, float *Y, int M, int K, int N, dqn_act act);
+    /* dX[M, K] = dY W, or dX += dY W when acc_dx (skipped when dX is NULL); dW [N, K] (row
+     * stride ldw) = dY^T X (skipped when NULL); db[N] = column sums of dY (skipped when NULL).
+     * dW and db are overwritten. */
+    dqn_status (*linear_ld_bwd)(dqn_backend *be, const float *X, const float *W, int ldw,
+                                const float *dY, float *dX, int acc_dx, float *dW, float *db,
+                                int M, int K, int N);
+    /* Y[s*T + i, :] = act(Y[s*T + i, :] + hb[s, :]) in place, hb [B, N], Y [B*T, N] */
+    dqn_status (*bcast_add_act)(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
+                                dqn_act act);
+    /* relu_bwd(u, du) -> du in place (u the ReLU's output), then dus[s, :] = sum_i du[s*T + i, :]
+     * (in tau order), dus [B, N] written */
+    dqn_status (*relu_bwd_tausum)(dqn_backend *be, const float *u, float *du, float *dus, int B,
+                                  int T, int N);
+
     /* ---- graph capture: NULL on backends that run ops eagerly (CPU). The model records each
      * stage (forward, IQN/aux, backward, optimizer) between capture_begin and capture_end, then
      * graph_compose makes one executable graph of the stages as child graphs. ---- */

@@ -106,14 +106,16 @@ static dqn_status linear_bwd(dqn_backend *be, const float *X, const float *W, co
     REQUIRE(M > 0 && K > 0 && N > 0, "linear_bwd: M=%d K=%d N=%d must be positive", M, K, N);
     if (dX) DQN_TRY(dqn_gemm_dyw(dY, W, dX, M, K, N));
     DQN_TRY(dqn_gemm_dytx(dY, X, dW, M, K, N));
-    if (db) {
-        EACH(j, (size_t)N, db[j] = 0.0f);
-        for (int m = 0; m < M; m++) {
-            const float *restrict row = dY + (size_t)m * N;
-            EACH(j, (size_t)N, db[j] += row[j]);
-        }
-    }
+    if (db) cpu_colsum(dY, db, M, N);
     return DQN_OK;
+}
+
+void cpu_colsum(const float *dY, float *db, int M, int N) {
+    EACH(j, (size_t)N, db[j] = 0.0f);
+    for (int m = 0; m < M; m++) {
+        const float *restrict row = dY + (size_t)m * N;
+        EACH(j, (size_t)N, db[j] += row[j]);
+    }
 }
 
 static dqn_status axpy(dqn_backend *be, float a, const float *x, float *y, size_t n) {
@@ -688,6 +690,10 @@ static const dqn_ops cpu_ops = {
     .iqn_bwd = cpu_iqn_bwd,
     .adam_target_step = cpu_adam_target_step,
     .sample_draws = cpu_sample_draws,
+    .linear_ld_fwd = cpu_linear_ld_fwd,
+    .linear_ld_bwd = cpu_linear_ld_bwd,
+    .bcast_add_act = cpu_bcast_add_act,
+    .relu_bwd_tausum = cpu_relu_bwd_tausum,
     /* graph capture stays NULL: ops run eagerly */
 };
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "backends/cpu/gemm.h"
 
 /* sum a[j] b[j] in double */
 static double dot_d(const float *a, const float *b, int n) {
@@ -156,4 +157,60 @@ dqn_status cpu_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dq
                             int B, const dqn_draws *d, uint64_t seed, const uint64_t *step) {
     DQN_TRY(be->ops->sample_batch(be, src, dst, B, seed, step));
     return be->ops->rand_uniform_multi(be, d, seed, step);
+}
+
+/* ---- the bottleneck split ---- */
+
+dqn_status cpu_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                             const float *b, float *Y, int M, int K, int N, dqn_act act) {
+    REQUIRE(M > 0 && K > 0 && N > 0 && ldw >= K, "linear_ld_fwd: M=%d K=%d N=%d ldw=%d", M, K, N,
+            ldw);
+    REQUIRE(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "linear_ld_fwd: act = %d", (int)act);
+    DQN_TRY(dqn_gemm_xwt_ld(X, W, ldw, b, Y, M, K, N));
+    return act == DQN_ACT_RELU ? be->ops->relu_fwd(be, Y, Y, (size_t)M * N) : DQN_OK;
+}
+
+dqn_status cpu_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                             const float *dY, float *dX, int acc_dx, float *dW, float *db, int M,
+                             int K, int N) {
+    (void)be;
+    REQUIRE(M > 0 && K > 0 && N > 0 && ldw >= K, "linear_ld_bwd: M=%d K=%d N=%d ldw=%d", M, K, N,
+            ldw);
+    if (dX) DQN_TRY(dqn_gemm_dyw_ld(dY, W, ldw, dX, acc_dx, M, K, N));
+    if (dW) DQN_TRY(dqn_gemm_dytx_ld(dY, X, dW, ldw, M, K, N));
+    if (db) cpu_colsum(dY, db, M, N);
+    return DQN_OK;
+}
+
+dqn_status cpu_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
+                             dqn_act act) {
+    (void)be;
+    REQUIRE(B >= 0 && T >= 0 && N >= 0, "bcast_add_act: B=%d T=%d N=%d", B, T, N);
+    REQUIRE(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "bcast_add_act: act = %d", (int)act);
+    for (size_t r = 0; r < (size_t)B * T; r++) {
+        const float *h = hb + r / T * N;
+        float *y = Y + r * N;
+        for (int k = 0; k < N; k++) {
+            float v = y[k] + h[k];
+            y[k] = act == DQN_ACT_RELU && !(v > 0.0f) ? 0.0f : v;
+        }
+    }
+    return DQN_OK;
+}
+
+dqn_status cpu_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
+                               int T, int N) {
+    (void)be;
+    REQUIRE(B >= 0 && T >= 0 && N >= 0, "relu_bwd_tausum: B=%d T=%d N=%d", B, T, N);
+    for (size_t s = 0; s < (size_t)B; s++)
+        for (size_t k = 0; k < (size_t)N; k++) {
+            float acc = 0.0f;
+            for (size_t r = s * T; r < (s + 1) * T; r++) {
+                float on = u[r * N + k] > 0.0f, g = du[r * N + k] * on;
+                du[r * N + k] = g;
+                acc += g;
+            }
+            dus[s * N + k] = acc;
+        }
+    return DQN_OK;
 }

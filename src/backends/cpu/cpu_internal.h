@@ -47,5 +47,16 @@ dqn_status cpu_adam_target_step(dqn_backend *be, float *p, const float *g, float
                                 int period, float tau, uint64_t *step, const int32_t *skip);
 dqn_status cpu_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
                             int B, const dqn_draws *d, uint64_t seed, const uint64_t *step);
+dqn_status cpu_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                            const float *b, float *Y, int M, int K, int N, dqn_act act);
+dqn_status cpu_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                            const float *dY, float *dX, int acc_dx, float *dW, float *db, int M,
+                            int K, int N);
+dqn_status cpu_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
+                             dqn_act act);
+dqn_status cpu_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
+                               int T, int N);
+/* db[N] = column sums of dY [M, N], in row order (linear_bwd's) */
+void cpu_colsum(const float *dY, float *db, int M, int N);
 
 #endif

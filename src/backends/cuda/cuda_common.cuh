@@ -25,7 +25,7 @@ extern "C" {
 /* One cublasLt plan of linear_fwd, keyed by shape and by the alignment of each pointer (the
  * heuristic's choice depends on both). */
 typedef struct {
-    int M, K, N, has_bias, relu;
+    int M, K, N, ld, has_bias, relu;   /* ld: W's row stride (dgrad: dW's) */
     int dgrad;           /* the dW GEMM with db from the BGRADB epilogue (else a forward plan) */
     uint32_t align[4];   /* X, W, Y, b (dgrad: X, dY, dW, db) */
     cublasLtMatmulDesc_t desc;
@@ -238,6 +238,15 @@ dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, floa
                                  int period, float tau, uint64_t *step, const int32_t *skip);
 dqn_status cuda_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
                              int B, const dqn_draws *d, uint64_t seed, const uint64_t *step);
+dqn_status cuda_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                              const float *b, float *Y, int M, int K, int N, dqn_act act);
+dqn_status cuda_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                              const float *dY, float *dX, int acc_dx, float *dW, float *db, int M,
+                              int K, int N);
+dqn_status cuda_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
+                              dqn_act act);
+dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
+                                int T, int N);
 
 dqn_status cuda_capture_begin(dqn_backend *be);
 dqn_status cuda_capture_end(dqn_backend *be, void **graph);
