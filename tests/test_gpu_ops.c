@@ -1054,9 +1054,9 @@ static void test_fused_graph(void) {
 
 /* ---- the model's whole update: captured into one graph on CUDA, replayed, against the CPU ---- */
 
-static void test_model_update(int bottleneck, dqn_target_mode mode) {
-    printf("model update x3 (graph capture + 2 replays): bottleneck %d, %s targets\n", bottleneck,
-           mode == DQN_TARGET_MEAN ? "mean" : "independent");
+static void test_model_update(int bottleneck, dqn_target_mode mode, int split) {
+    printf("model update x3 (graph capture + 2 replays): bottleneck %d%s, %s targets\n", bottleneck,
+           split ? " (split)" : "", mode == DQN_TARGET_MEAN ? "mean" : "independent");
     const int sizes[3] = {3, 5, 5}, cap = 500, obs = 6, D = 3;
     dqn_arch a = {.obs_dim = obs, .d = 32, .grn_blocks = 2, .n_cos = 16, .bottleneck = bottleneck,
                   .head_hidden = 32};
@@ -1065,7 +1065,8 @@ static void test_model_update(int bottleneck, dqn_target_mode mode) {
     dqn_update_cfg u = {.B = 64, .N = 8, .Nt = 8, .K = 8, .mode = mode, .kappa = 1.0f,
                         .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-4f,
                         .weight_decay = 0.01f, .grad_clip = 10.0f, .head_grad_clip = 5.0f,
-                        .target_period = 2, .tau_target = 0.0f, .seed = 7};
+                        .target_period = 2, .tau_target = 0.0f, .seed = 7,
+                        .bn_split_rows = split ? 1 : 0};
     dqn_model mc, mg;
     CHECK_OK(dqn_model_create(&mc, cpu, &a, &u));
     CHECK_OK(dqn_model_create(&mg, gpu, &a, &u));
@@ -1262,8 +1263,9 @@ int main(void) {
     test_fused_split(300, 8, 48, 20, 0);
     if (full) test_fused_split(4096, 32, 256, 128, 1);
     test_fused_graph();
-    test_model_update(24, DQN_TARGET_MEAN);
-    test_model_update(0, DQN_TARGET_INDEPENDENT);
+    test_model_update(24, DQN_TARGET_MEAN, 0);
+    test_model_update(24, DQN_TARGET_INDEPENDENT, 1);
+    test_model_update(0, DQN_TARGET_INDEPENDENT, 0);
     if (full) time_model_updates();
     test_errors();
 

@@ -1,8 +1,9 @@
 /* The update's op structure, counted on the counting CPU backend (tests/op_counter.h): the counter
  * is faithful (an update through it equals one on the plain CPU backend bit for bit); with K == N
  * the online net runs one pass over x and x' (two forward passes in all, three when K != N);
- * each pass runs the fused heads, GRN and IQN ops and none of the ops they replace; the backward
- * has no axpy but the GRN residuals'; sampling and the optimizer are three ops. Prints the
+ * each pass runs the fused heads, GRN and IQN ops and none of the ops they replace, and the split
+ * bottleneck when asked; the backward has no axpy but the GRN residuals'; sampling and the
+ * optimizer are three ops. Prints the
  * estimated CUDA graph nodes per update of the benchmark's two models. */
 #include <stdio.h>
 #include <string.h>
@@ -87,8 +88,9 @@ static void count_update(dqn_model *m, const dqn_replay_view *v, long *stage_cal
     CHECK_OK(dqn_model_update(m, v));
 }
 
-static void test_structure(dqn_backend *be, const dqn_arch *a, int B, int N, int K) {
+static void test_structure(dqn_backend *be, const dqn_arch *a, int B, int N, int K, int split) {
     dqn_update_cfg u = ucfg_of(B, N, K);
+    u.bn_split_rows = split ? 1 : 0;
     dqn_model m;
     static replay_arrays r;
     dqn_replay_view v;
@@ -97,9 +99,10 @@ static void test_structure(dqn_backend *be, const dqn_arch *a, int B, int N, int
     CHECK_OK(dqn_model_init_weights(&m, 4));
     long stage = 0;
     count_update(&m, &v, &stage);
-    const long passes = K == N ? 2 : 3, bn = a->bottleneck > 0, L = a->grn_blocks;
-    printf("bottleneck %ld, grn %ld, K %s N: %ld ops per update, ~%ld nodes;", bn, L,
-           K == N ? "==" : "!=", oc_calls(), oc_nodes());
+    const long passes = K == N ? 2 : 3, L = a->grn_blocks;
+    const long bn = a->bottleneck > 0 && !split, sp = a->bottleneck > 0 && split;
+    printf("bottleneck %d%s, grn %ld, K %s N: %ld ops per update, ~%ld nodes;", a->bottleneck > 0,
+           sp ? " (split)" : "", L, K == N ? "==" : "!=", oc_calls(), oc_nodes());
     oc_print(stdout);
     CHECK(oc_unwrapped() == 0, "%d compute ops are not counted", oc_unwrapped());
     CHECK(oc_count("cos_embed") == passes && oc_count("heads_fwd") == passes &&
@@ -109,10 +112,14 @@ static void test_structure(dqn_backend *be, const dqn_arch *a, int B, int N, int
     CHECK(oc_count("q_argmax") == 1 && oc_count("iqn_targets") == 1 &&
               oc_count("quantile_huber") == 1,
           "argmax, targets and loss once each");
-    /* per pass: in, L x (a, b), phi, [bn], va */
+    /* per pass: in, L x (a, b), phi, [bn], va; split: the bottleneck's two halves and the
+     * broadcast add */
     CHECK(oc_count("linear_fwd") + oc_count("linear_act_fwd") == passes * (1 + 2 * L + 2 + bn),
           "%ld linear forwards, want %ld", oc_count("linear_fwd") + oc_count("linear_act_fwd"),
           passes * (1 + 2 * L + 2 + bn));
+    CHECK(oc_count("linear_ld_fwd") == 2 * sp * passes && oc_count("bcast_add_act") == sp * passes,
+          "split bottleneck: %ld linear_ld_fwd, %ld bcast_add_act", oc_count("linear_ld_fwd"),
+          oc_count("bcast_add_act"));
     CHECK(oc_count("grn_gate_ln_fwd") == passes * L && oc_count("grn_ln_gate_bwd") == L,
           "GRN tails: %ld forward, %ld backward", oc_count("grn_gate_ln_fwd"),
           oc_count("grn_ln_gate_bwd"));
@@ -125,8 +132,10 @@ static void test_structure(dqn_backend *be, const dqn_arch *a, int B, int N, int
         CHECK(oc_count(gone[k]) == 0, "%s called %ld times", gone[k], oc_count(gone[k]));
     /* backward: in, L x (b, a), phi, [bn], va; axpy only for the GRN residuals; relu_bwd only
      * for the bottleneck's ReLU */
-    CHECK(oc_count("linear_bwd") == 1 + 2 * L + 1 + bn + 1, "%ld linear backwards",
-          oc_count("linear_bwd"));
+    CHECK(oc_count("linear_bwd") == 1 + 2 * L + 1 + bn + 1 && oc_count("linear_ld_bwd") == 2 * sp &&
+              oc_count("relu_bwd_tausum") == sp,
+          "%ld linear backwards, %ld linear_ld_bwd, %ld relu_bwd_tausum", oc_count("linear_bwd"),
+          oc_count("linear_ld_bwd"), oc_count("relu_bwd_tausum"));
     CHECK(oc_count("axpy") == L && oc_count("relu_bwd") == bn && oc_count("heads_bwd") == 1 &&
               oc_count("l2_norm2") == 1 && oc_count("iqn_bwd") == 1,
           "backward: axpy %ld (want %ld), relu_bwd %ld (want %ld), heads_bwd %ld, l2_norm2 %ld",
@@ -174,12 +183,16 @@ int main(void) {
     const dqn_arch wide = arch_of(6, 16, 2, 10, 12, 3, three);
     dqn_update_cfg u = ucfg_of(8, 4, 4);
     test_faithful(be, &wide, &u);
+    u.bn_split_rows = 1;
+    test_faithful(be, &wide, &u);
     u = ucfg_of(8, 4, 3);
     test_faithful(be, &plain, &u);
-    test_structure(be, &plain, 8, 4, 4);
-    test_structure(be, &plain, 8, 4, 3);
-    test_structure(be, &wide, 8, 5, 5);
-    test_structure(be, &wide, 8, 5, 2);
+    test_structure(be, &plain, 8, 4, 4, 0);
+    test_structure(be, &plain, 8, 4, 3, 0);
+    test_structure(be, &wide, 8, 5, 5, 0);
+    test_structure(be, &wide, 8, 5, 2, 0);
+    test_structure(be, &wide, 8, 5, 5, 1);
+    test_structure(be, &wide, 8, 5, 2, 1);
     print_bench_models();
     be->ops->destroy(be);
     return check_finish("test_op_count");

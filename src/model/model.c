@@ -15,10 +15,12 @@ static void ffree(dqn_backend *be, void *p) {
     if (p) be->ops->free(be, p);
 }
 
-dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B, int T) {
+static dqn_status fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B, int T,
+                           int split_rows) {
     memset(f, 0, sizeof *f);
     f->B = B;
     f->T = T;
+    f->split = L->arch.bottleneck > 0 && (size_t)B * (size_t)T >= (size_t)split_rows;
     const dqn_arch *a = &L->arch;
     size_t d = (size_t)a->d, R = (size_t)B * (size_t)T, H = (size_t)a->head_hidden;
     size_t A = (size_t)a->br.A;
@@ -34,7 +36,8 @@ dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B
     DQN_TRY(falloc(be, &f->phi, R * d));
     DQN_TRY(falloc(be, &f->z, R * d));
     if (a->bottleneck > 0) {
-        DQN_TRY(falloc(be, &f->cat, R * 2 * d));
+        if (f->split) DQN_TRY(falloc(be, &f->hb, (size_t)B * (size_t)a->bottleneck));
+        else DQN_TRY(falloc(be, &f->cat, R * 2 * d));
         DQN_TRY(falloc(be, &f->u, R * (size_t)a->bottleneck));
     }
     DQN_TRY(falloc(be, &f->hva, R * 2 * H));
@@ -44,18 +47,24 @@ dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B
     return DQN_OK;
 }
 
+dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B, int T) {
+    return fwd_alloc(be, L, f, B, T, DQN_BN_SPLIT_ROWS);
+}
+
 void dqn_fwd_free(dqn_backend *be, dqn_fwd *f) {
     for (int l = 0; l <= DQN_MAX_GRN; l++) ffree(be, f->h[l]);
     for (int l = 0; l < DQN_MAX_GRN; l++) {
         ffree(be, f->e[l]); ffree(be, f->g[l]); ffree(be, f->r[l]);
         ffree(be, f->mean[l]); ffree(be, f->rstd[l]);
     }
-    ffree(be, f->C); ffree(be, f->phi); ffree(be, f->z); ffree(be, f->cat); ffree(be, f->u);
+    ffree(be, f->C); ffree(be, f->phi); ffree(be, f->z); ffree(be, f->cat); ffree(be, f->hb);
+    ffree(be, f->u);
     ffree(be, f->hva); ffree(be, f->V); ffree(be, f->Adv); ffree(be, f->Z);
     memset(f, 0, sizeof *f);
 }
 
-static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, int B, int T) {
+static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, int B, int T,
+                           int split) {
     memset(w, 0, sizeof *w);
     const dqn_arch *a = &L->arch;
     size_t d = (size_t)a->d, R = (size_t)B * (size_t)T, H = (size_t)a->head_hidden;
@@ -65,7 +74,8 @@ static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, in
     DQN_TRY(falloc(be, &w->dAdv, R * A));
     DQN_TRY(falloc(be, &w->dhva, R * 2 * H));
     DQN_TRY(falloc(be, &w->du, R * U));
-    if (a->bottleneck > 0) DQN_TRY(falloc(be, &w->dcat, R * 2 * d));
+    if (a->bottleneck > 0 && split) DQN_TRY(falloc(be, &w->dus, (size_t)B * U));
+    else if (a->bottleneck > 0) DQN_TRY(falloc(be, &w->dcat, R * 2 * d));
     DQN_TRY(falloc(be, &w->dz, R * d));
     DQN_TRY(falloc(be, &w->dphi, R * d));
     DQN_TRY(falloc(be, &w->dh, (size_t)B * d));
@@ -103,12 +113,19 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
     DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
     DQN_TRY(OPS->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
                                 DQN_ACT_RELU));
-    DQN_TRY(OPS->iqn_fwd(be, h, f->phi, f->z, a->bottleneck > 0 ? f->cat : NULL, B, T, d));
-    const float *u = f->z;
-    if (a->bottleneck > 0) {
-        DQN_TRY(OPS->linear_act_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d,
-                                    a->bottleneck, DQN_ACT_RELU));
-        u = f->u;
+    const int m = a->bottleneck;
+    DQN_TRY(OPS->iqn_fwd(be, h, f->phi, f->z, m > 0 && !f->split ? f->cat : NULL, B, T, d));
+    const float *u = m > 0 ? f->u : f->z;
+    if (m > 0 && f->split) {
+        /* W_bn [z ; h] + b = W_bn[:, 0:d] z + (W_bn[:, d:2d] h + b): the h half on B rows */
+        DQN_TRY(OPS->linear_ld_fwd(be, h, P + L->bn.W + d, 2 * d, P + L->bn.b, f->hb, B, d, m,
+                                   DQN_ACT_NONE));
+        DQN_TRY(OPS->linear_ld_fwd(be, f->z, P + L->bn.W, 2 * d, NULL, f->u, R, d, m,
+                                   DQN_ACT_NONE));
+        DQN_TRY(OPS->bcast_add_act(be, f->hb, f->u, B, T, m, DQN_ACT_RELU));
+    } else if (m > 0) {
+        DQN_TRY(OPS->linear_act_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d, m,
+                                    DQN_ACT_RELU));
     }
     /* dueling heads: v1 and a1 as one stacked layer, then v2, a2 and the combine in one op */
     DQN_TRY(OPS->linear_act_fwd(be, u, P + L->va.W, P + L->va.b, f->hva, R, L->u, 2 * H,
@@ -137,17 +154,26 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     /* the stacked v1/a1 layer: one GEMM gives du, the sum of both heads' input gradients */
     DQN_TRY(OPS->linear_bwd(be, u, P + L->va.W, w->dhva, w->du, G + L->va.W, G + L->va.b, R, U,
                             2 * H));
-    /* bottleneck: du -> dcat */
+    /* bottleneck: du -> dcat, or split: du -> dz and the per-sample sums dus */
     const float *h = f->h[a->grn_blocks];
-    if (a->bottleneck > 0) {
+    const int bn = a->bottleneck > 0, split = bn && f->split;
+    if (split) {
+        DQN_TRY(OPS->relu_bwd_tausum(be, f->u, w->du, w->dus, B, T, U));
+        DQN_TRY(OPS->linear_ld_bwd(be, f->z, P + L->bn.W, 2 * d, w->du, w->dz, 0, G + L->bn.W,
+                                   NULL, R, d, U));
+    } else if (bn) {
         DQN_TRY(OPS->relu_bwd(be, f->u, w->du, w->du, (size_t)R * U));
         DQN_TRY(OPS->linear_bwd(be, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W,
                                 G + L->bn.b, R, 2 * d, U));
     }
     /* z = h * phi (and cat = [z, h]): dz, the dh the IQN path hands to the trunk, and dphi
      * through phi's ReLU */
-    DQN_TRY(OPS->iqn_bwd(be, a->bottleneck > 0 ? w->dcat : NULL, h, f->phi,
-                         a->bottleneck > 0 ? w->dz : w->du, w->dh, w->dphi, B, T, d));
+    DQN_TRY(OPS->iqn_bwd(be, bn && !split ? w->dcat : NULL, h, f->phi, bn ? w->dz : w->du, w->dh,
+                         w->dphi, B, T, d));
+    /* split: the h half adds dus W_bn[:, d:2d] to dh; its weight and b_bn gradients from dus */
+    if (split)
+        DQN_TRY(OPS->linear_ld_bwd(be, h, P + L->bn.W + d, 2 * d, w->dus, w->dh, 1,
+                                   G + L->bn.W + d, G + L->bn.b, B, d, U));
     DQN_TRY(OPS->linear_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W, G + L->phi.b,
                             R, a->n_cos, d));
     /* trunk, last block first; dh holds the gradient w.r.t. the block's output */
@@ -197,11 +223,11 @@ dqn_status dqn_model_create(dqn_model *m, dqn_backend *be, const dqn_arch *arch,
     m->tau_k = m->tau + (size_t)B * uc->N;
     DQN_TRY(falloc(be, &m->tau_t, (size_t)B * uc->Nt));
     DQN_TRY(falloc(be, &m->y, (size_t)B * D * uc->Nt));
-    int joint = uc->K == uc->N;
-    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_on, joint ? 2 * B : B, uc->N));
-    if (!joint) DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_sel, B, uc->K));
-    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_tgt, B, uc->Nt));
-    DQN_TRY(bwd_alloc(be, &m->L, &m->bw, B, uc->N));
+    int joint = uc->K == uc->N, split = uc->bn_split_rows > 0 ? uc->bn_split_rows : DQN_BN_SPLIT_ROWS;
+    DQN_TRY(fwd_alloc(be, &m->L, &m->f_on, joint ? 2 * B : B, uc->N, split));
+    if (!joint) DQN_TRY(fwd_alloc(be, &m->L, &m->f_sel, B, uc->K, split));
+    DQN_TRY(fwd_alloc(be, &m->L, &m->f_tgt, B, uc->Nt, split));
+    DQN_TRY(bwd_alloc(be, &m->L, &m->bw, B, uc->N, m->f_on.split));
     return DQN_OK;
 }
 

@@ -5,6 +5,11 @@
 #include "backends/backend.h"
 #include "model/layout.h"
 
+/* A pass of at least this many rows splits the bottleneck: W_bn [z ; h] + b = W_bn[:, 0:d] z +
+ * (W_bn[:, d:2d] h + b), the h half on B rows, not B*T (fewer FLOPs, no concat buffer, two graph
+ * nodes more); smaller passes concatenate. */
+#define DQN_BN_SPLIT_ROWS 4096
+
 /* Activations of one forward pass over B samples x T taus (R = B*T rows); kept for backward. */
 typedef struct {
     int B, T;                        /* capacity: B samples, T taus */
@@ -16,7 +21,9 @@ typedef struct {
     float *C;                        /* [R, n_cos] cosine features */
     float *phi;                      /* [R, d] */
     float *z;                        /* [R, d] */
-    float *cat;                      /* [R, 2d] (bottleneck only) */
+    int split;                       /* the bottleneck split: hb, and no cat */
+    float *cat;                      /* [R, 2d] (bottleneck, not split) */
+    float *hb;                       /* [B, m] W_bn[:, d:2d] h + b_bn (bottleneck, split) */
     float *u;                        /* [R, m] (bottleneck only; else u = z) */
     float *hva;                      /* [R, 2H] head hidden (post-ReLU): value 0:H, advantage H:2H */
     float *V;                        /* [R, 1] value logits */
@@ -29,7 +36,8 @@ typedef struct {
     float *dZ, *dV, *dAdv;           /* [R, A], [R], [R, A] */
     float *dhva;                     /* [R, 2H] */
     float *du;                       /* [R, u] */
-    float *dcat;                     /* [R, 2d] */
+    float *dcat;                     /* [R, 2d] (bottleneck, not split) */
+    float *dus;                      /* [B, m] per-sample sums over taus of du (split) */
     float *dz, *dphi;                /* [R, d] */
     float *dh, *dh2;                 /* [B, d] */
     float *de;                       /* [B, d] */
@@ -41,6 +49,7 @@ typedef struct {
     int B, N, Nt, K;
     dqn_target_mode mode;
     float kappa, gamma_unused;
+    int bn_split_rows;               /* passes of >= this many rows split; 0: DQN_BN_SPLIT_ROWS */
     float lr, beta1, beta2, adam_eps, weight_decay, grad_clip, head_grad_clip;
     int target_period;
     float tau_target;
