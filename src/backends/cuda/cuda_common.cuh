@@ -112,6 +112,36 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/* LayerNorm statistics of one row (one warp, eps 1e-5, two passes): every lane gets the mean
+ * and 1 / sqrt(var + eps) */
+__device__ __forceinline__ void ln_row_stats(const float *x, int d, int lane, float *mu,
+                                             float *rs) {
+    float s = 0.0f;
+    for (int j = lane; j < d; j += 32) s += x[j];
+    float m = warp_sum(s) / (float)d, q = 0.0f;
+    for (int j = lane; j < d; j += 32) {
+        float t = x[j] - m;
+        q += t * t;
+    }
+    *mu = m;
+    *rs = 1.0f / sqrtf(warp_sum(q) / (float)d + 1e-5f);
+}
+
+/* LayerNorm backward of row m (one warp): mean(dy * gamma) and mean(dy * gamma * xhat), the two
+ * row sums dx = rstd (dy gamma - s1 - xhat s2) needs; every lane gets both */
+__device__ __forceinline__ void ln_bwd_row_sums(const float *x, const float *gamma,
+                                                const float *dy, float mu, float rs, int d,
+                                                int lane, float *s1, float *s2) {
+    float a = 0.0f, b = 0.0f;
+    for (int j = lane; j < d; j += 32) {
+        float g = dy[j] * gamma[j];
+        a += g;
+        b += g * ((x[j] - mu) * rs);
+    }
+    *s1 = warp_sum(a) / (float)d;
+    *s2 = warp_sum(b) / (float)d;
+}
+
 /* sum over the block (blockDim.x a power of two, red[blockDim.x]); every thread gets it. Call
  * __syncthreads() before reusing red. */
 __device__ __forceinline__ float block_sum(float v, float *red) {

@@ -9,7 +9,6 @@
 #define GRN_MAX_PARTS 256
 #define GRN_MIN_ROWS_PER_PART 32
 #define SMEM_FLOATS 12288
-#define LN_EPS 1e-5f
 
 __global__ void k_grn_gate_ln_fwd(const float *h, const float *g, const float *gamma,
                                   const float *beta, float *r, float *y, float *mean, float *rstd,
@@ -18,19 +17,9 @@ __global__ void k_grn_gate_ln_fwd(const float *h, const float *g, const float *g
     if (m >= M) return;
     const float *hm = h + (size_t)m * d, *gm = g + (size_t)m * 2 * d;
     float *rm = r + (size_t)m * d, *ym = y + (size_t)m * d;
-    float s = 0.0f;
-    for (int j = lane; j < d; j += 32) {
-        float v = hm[j] + gm[j] * sigmoidf(gm[d + j]);
-        rm[j] = v;
-        s += v;
-    }
-    float mu = warp_sum(s) / (float)d;
-    float q = 0.0f;
-    for (int j = lane; j < d; j += 32) {
-        float t = rm[j] - mu;
-        q += t * t;
-    }
-    float rs = 1.0f / sqrtf(warp_sum(q) / (float)d + LN_EPS);
+    for (int j = lane; j < d; j += 32) rm[j] = hm[j] + gm[j] * sigmoidf(gm[d + j]);
+    float mu, rs;
+    ln_row_stats(rm, d, lane, &mu, &rs);   /* each lane reads back only what it wrote */
     for (int j = lane; j < d; j += 32) ym[j] = (rm[j] - mu) * rs * gamma[j] + beta[j];
     if (lane == 0) {
         mean[m] = mu;
@@ -54,14 +43,8 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
     for (int m = p * chunk + w; m < r1; m += W) {
         const size_t r = (size_t)m * d;
         const float mu = mean[m], rs = rstd[m];
-        float s1 = 0.0f, s2 = 0.0f;
-        for (int j = lane; j < d; j += 32) {
-            float gj = dy[r + j] * gamma[j];
-            s1 += gj;
-            s2 += gj * ((x[r + j] - mu) * rs);
-        }
-        s1 = warp_sum(s1) / (float)d;
-        s2 = warp_sum(s2) / (float)d;
+        float s1, s2;
+        ln_bwd_row_sums(x + r, gamma, dy + r, mu, rs, d, lane, &s1, &s2);
         const float *gm = g + 2 * r;
         float *dgm = dg + 2 * r;
         for (int j = lane; j < d; j += 32) {
