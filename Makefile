@@ -93,7 +93,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libdqn.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
 
-$(BUILD)/bench/%: bench/%.c $(BUILD)/libdqn.a
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libdqn.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
 

@@ -1,7 +1,10 @@
 /* Update-step throughput of the model on one backend: a replay buffer of random transitions,
- * then timed whole updates (sample, 3 forwards, loss, backward, clip, Adam, target sync).
- * usage: bench_update [cpu|cuda|cuda:tf32] [cartpole|seed] [off|detect|guard] [B ...]
- * (default: cpu cartpole off 32 256); the health mode is the numerical-health subsystem's. */
+ * then timed whole updates (sample, forwards, loss, backward, clip, Adam, target sync).
+ * usage: bench_update [cpu|cuda|cuda:tf32|count] [cartpole|seed] [off|detect|guard] [B ...]
+ * (default: cpu cartpole off 32 256); the health mode is the numerical-health subsystem's.
+ * "count" times nothing: it runs one update on the counting CPU backend (tests/op_counter.h,
+ * computing nothing) and prints its op calls, estimated CUDA graph nodes and GEMM FLOPs, for the
+ * whole update and for the loss-and-gradient stage alone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +12,10 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu.h"
+#include "core/error.h"
 #include "dqn_philox.h"
 #include "model/model.h"
+#include "op_counter.h"
 #include "replay/replay.h"
 
 static double now(void) {
@@ -22,6 +27,23 @@ static double now(void) {
 static int fail(const char *what, dqn_status s) {
     fprintf(stderr, "bench_update: %s: %s: %s\n", what, dqn_status_str(s), dqn_last_error());
     return 1;
+}
+
+static dqn_status print_counts(dqn_model *m, const dqn_replay_view *v, const char *model, int B) {
+    oc_reset();
+    DQN_TRY(dqn_model_update(m, v));
+    long calls = oc_calls(), nodes = oc_nodes();
+    double flops = oc_flops;
+    oc_reset();
+    DQN_TRY(dqn_model_loss_grad(m));
+    printf("count model=%s B=%d N=32: update %ld ops, ~%ld nodes, %.4g GFLOP; loss+grad stage "
+           "%ld ops, ~%ld nodes\n  loss+grad ops:",
+           model, B, calls, nodes, flops * 1e-9, oc_calls(), oc_nodes());
+    oc_print(stdout);
+    if (oc_unwrapped())
+        printf("  warning: %d compute ops have no counting wrapper (tests/op_counter.h)\n",
+               oc_unwrapped());
+    return DQN_OK;
 }
 
 int main(int argc, char **argv) {
@@ -49,8 +71,11 @@ int main(int argc, char **argv) {
         int B = Bs[k];
         dqn_backend *be = NULL;
         int cuda = strncmp(dev, "cuda", 4) == 0, tf32 = strcmp(dev, "cuda:tf32") == 0;
-        dqn_status s = cuda ? dqn_backend_cuda_create(&be, 0, tf32 ? DQN_MATH_TF32 : DQN_MATH_FP32)
-                            : dqn_backend_cpu_create(&be);
+        int count = strcmp(dev, "count") == 0;
+        dqn_status s = cuda    ? dqn_backend_cuda_create(&be, 0, tf32 ? DQN_MATH_TF32 : DQN_MATH_FP32)
+                       : count ? oc_create(&be)
+                               : dqn_backend_cpu_create(&be);
+        oc_dry = count;
         if (s) return fail("backend", s);
         if (strcmp(dev, "cpu") == 0) dqn_cpu_set_threads(1);   /* one core, as the solve bench */
         dqn_update_cfg u;
@@ -81,6 +106,14 @@ int main(int argc, char **argv) {
         if ((s = dqn_replay_add(&r, o, ac, R, dc, no, cap))) return fail("replay add", s);
         dqn_replay_view v;
         dqn_replay_view_of(&r, &v);
+        if (count) {
+            if ((s = print_counts(&m, &v, model, B))) return fail("count", s);
+            free(o); free(no); free(R); free(dc); free(ac);
+            dqn_replay_destroy(&r);
+            dqn_model_destroy(&m);
+            be->ops->destroy(be);
+            continue;
+        }
         for (int w = 0; w < 5; w++)
             if ((s = dqn_model_update(&m, &v))) return fail("update", s);
         be->ops->sync(be);

@@ -14,6 +14,9 @@
 #include "model/model.h"
 #include "replay/replay.h"
 
+/* > 0: passes of at least this many rows split the bottleneck (1: always) */
+static int rig_split_rows = 0;
+
 typedef struct {
     dqn_backend *be;
     dqn_model m;
@@ -47,6 +50,7 @@ static dqn_status rig_make_on(rig *g, dqn_backend *be, int seed_model, int big, 
     u.lr = 1e-3f; u.beta1 = 0.9f; u.beta2 = 0.999f; u.adam_eps = 1e-8f; u.grad_clip = 10;
     u.head_grad_clip = 5; u.target_period = 7; u.seed = 3;
     u.health = mode; u.guard_scale = 1e6f; u.guard_floor = 1e3f; u.fault = fault;
+    u.bn_split_rows = rig_split_rows;
     DQN_TRY(dqn_model_create(&g->m, be, &a, &u));
     DQN_TRY(dqn_model_init_weights(&g->m, 3));
     int cap = 512, obs = a.obs_dim, D = a.br.D;

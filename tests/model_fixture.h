@@ -12,6 +12,7 @@ typedef struct {
     int obs, d, grn, n_cos, bn, hidden, D, br[4], B, N, Nt, K;
     dqn_target_mode mode;
     float kappa, head_clip;
+    int split;   /* 1: every pass splits the bottleneck (bn_split_rows 1); 0: the default */
 } fixture_cfg;
 
 static float fx_uniform(uint64_t *c, float lo, float hi) {
@@ -31,6 +32,7 @@ static dqn_status fixture_make(dqn_backend **be, dqn_model *m, const fixture_cfg
     memset(&u, 0, sizeof u);
     u.B = f->B; u.N = f->N; u.Nt = f->Nt; u.K = f->K; u.mode = f->mode; u.kappa = f->kappa;
     u.head_grad_clip = f->head_clip;
+    u.bn_split_rows = f->split ? 1 : 0;
     if ((s = dqn_model_create(m, *be, &a, &u)) != DQN_OK) return s;
     size_t n = m->L.n_params;
     uint64_t c = 0;

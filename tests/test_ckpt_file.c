@@ -137,7 +137,8 @@ static void test_round_trip(void) {
     CHECK(b && len == want, "file is %zu bytes, expected %zu", len, want);
     if (!b || len != want) return;
     CHECK(memcmp(b, "DQNCKPT\0", 8) == 0, "magic");
-    CHECK(b[8] == 1 && b[9] == 0 && b[10] == 0 && b[11] == 0, "version 1, little-endian");
+    CHECK(b[8] == DQN_CKPT_VERSION && b[9] == 0 && b[10] == 0 && b[11] == 0,
+          "version %u, little-endian", DQN_CKPT_VERSION);
     CHECK(b[12] == NSEC && b[13] == 0, "section count");
     CHECK(strcmp((const char *)b + 16, "config") == 0 && b[16 + 32] == 37 && b[16 + 33] == 0,
           "first section header");
@@ -214,7 +215,9 @@ static void test_corruption(void) {
     put_le32(m + 8, 7);
     put_le32(m + len - 4, crc32_bitwise(m, len - 4));
     spit(bad, m, len);
-    expect_open_fails(bad, DQN_ERR_FORMAT, "version 7 not supported (expected 1)", "version");
+    char want[64];
+    snprintf(want, sizeof want, "version 7 not supported (expected %u)", DQN_CKPT_VERSION);
+    expect_open_fails(bad, DQN_ERR_FORMAT, want, "version");
     /* a huge section count or size cannot make the reader run past the end */
     memcpy(m, b, len);
     put_le32(m + 12, 0xffffffffu);

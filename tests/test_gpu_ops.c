@@ -619,7 +619,17 @@ static void test_rand(size_t n, int timed) {
     expect_f("rand_uniform_multi 0", t0, 0.0);
     expect_f("rand_uniform_multi 1", t1, 0.0);
     expect_f("rand_uniform_multi 2", t2, 0.0);
+    /* both at once (fused, issue 3): the same draws, into outputs poisoned again */
+    vf *outs[] = {&bx, &bxn, &bR, &bd, &t0, &t1, &t2};
+    for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) poison(outs[k]->g, outs[k]->n * 4);
+    poison(bidx.g, bidx.n * 4);
+    poison(ba.g, ba.n * 4);
+    CHECK_OK(gpu->ops->sample_draws(gpu, &src_g, &dst_g, B, &dr_g, seed, step_g));
+    expect_i("sample_draws idx", bidx);
+    expect_i("sample_draws act", ba);
+    for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) expect_f("sample_draws", *outs[k], 0.0);
     if (timed) {
+        TIME_GPU("sample_draws", gpu->ops->sample_draws(gpu, &src_g, &dst_g, B, &dr_g, seed, step_g));
         TIME_GPU("sample_batch", gpu->ops->sample_batch(gpu, &src_g, &dst_g, B, seed, step_g));
         TIME_GPU("rand_uniform_multi", gpu->ops->rand_uniform_multi(gpu, &dr_g, seed, step_g));
         TIME_GPU("rand_uniform", gpu->ops->rand_uniform(gpu, u.g, n, seed, 2, step_g, (uint64_t)n));
@@ -721,11 +731,304 @@ static void test_graph(void) {
     release_all();
 }
 
+/* ---- fused ops (issue 3) ---- */
+
+/* a post-ReLU input: uniform(-1, 1) through ReLU on the CPU, then uploaded (exact zeros) */
+static vf in_relu(size_t n) {
+    vf v = in_f(n, -1, 1);
+    CPU(relu_fwd, v.c, v.c, n);
+    upload(v);
+    return v;
+}
+
+/* heads_fwd, l2_norm2 and heads_bwd (clip 0: off, 1: both norms clipped); dV and dAdv must stay
+ * as they were; the reductions bit-identical on a rerun */
+static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, int timed) {
+    dqn_branches br;
+    dqn_branches_init(&br, D, sizes);
+    const int A = br.A;
+    printf("fused heads R=%d H=%d D=%d A=%d clip %d\n", R, H, D, A, clip);
+    vf hva = in_relu((size_t)R * 2 * H), Wv2 = in_f((size_t)H, -1, 1), bv2 = in_f(1, -1, 1);
+    vf Wa2 = in_f((size_t)A * H, -1, 1), ba2 = in_f((size_t)A, -1, 1);
+    vf V = out_f((size_t)R), Adv = out_f((size_t)R * A), Z = out_f((size_t)R * A);
+    CPU(heads_fwd, hva.c, Wv2.c, bv2.c, Wa2.c, ba2.c, V.c, Adv.c, Z.c, R, H, &br);
+    CHECK_OK(gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g, Z.g, R, H, &br));
+    expect_f("heads_fwd V", V, TOL_RED);
+    expect_f("heads_fwd Adv", Adv, TOL_RED);
+    expect_f("heads_fwd Z", Z, TOL_RED);
+
+    vf dV = in_f((size_t)R, -1, 1), dAdv = in_f((size_t)R * A, -1, 1), norms = out_f(2);
+    CPU(l2_norm2, dV.c, dV.n, dAdv.c, dAdv.n, norms.c);
+    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+    expect_f("l2_norm2", norms, TOL_RED);
+    float *nsnap = fetch(norms.g, 2 * sizeof(float));
+    poison(norms.g, 2 * sizeof(float));
+    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+    expect_same_bits("l2_norm2", norms.g, nsnap, 2 * sizeof(float));
+    free(nsnap);
+    upload(norms);   /* both backends clip by the same norms */
+    float max_norm = clip ? 0.5f * fminf(norms.c[0], norms.c[1]) : 0.0f;
+    vf dhva = out_f((size_t)R * 2 * H), dWv2 = out_f((size_t)H), dbv2 = out_f(1);
+    vf dWa2 = out_f((size_t)A * H), dba2 = out_f((size_t)A);
+    CPU(heads_bwd, hva.c, Wv2.c, Wa2.c, dV.c, dAdv.c, norms.c, max_norm, dhva.c, dWv2.c, dbv2.c,
+        dWa2.c, dba2.c, R, H, A);
+    CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, max_norm, dhva.g,
+                                 dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+    expect_f("heads_bwd dhva", dhva, TOL_RED);
+    expect_f("heads_bwd dWv2", dWv2, TOL_RED);
+    expect_f("heads_bwd dbv2", dbv2, TOL_RED);
+    expect_f("heads_bwd dWa2", dWa2, TOL_RED);
+    expect_f("heads_bwd dba2", dba2, TOL_RED);
+    expect_f("heads_bwd leaves dV as it was", dV, 0.0);
+    expect_f("heads_bwd leaves dAdv as it was", dAdv, 0.0);
+    float *wsnap = fetch(dWa2.g, dWa2.n * sizeof(float)), *bsnap = fetch(dba2.g, dba2.n * sizeof(float));
+    poison(dWa2.g, dWa2.n * sizeof(float));
+    poison(dba2.g, dba2.n * sizeof(float));
+    CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, max_norm, dhva.g,
+                                 dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+    expect_same_bits("heads_bwd dWa2", dWa2.g, wsnap, dWa2.n * sizeof(float));
+    expect_same_bits("heads_bwd dba2", dba2.g, bsnap, dba2.n * sizeof(float));
+    free(wsnap);
+    free(bsnap);
+    if (timed) {
+        TIME_GPU("heads_fwd", gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g,
+                                                  Adv.g, Z.g, R, H, &br));
+        TIME_GPU("l2_norm2", gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+        TIME_GPU("heads_bwd", gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g,
+                                                  max_norm, dhva.g, dWv2.g, dbv2.g, dWa2.g,
+                                                  dba2.g, R, H, A));
+    }
+    release_all();
+}
+
+static void test_fused_grn(int M, int d, int timed) {
+    printf("fused grn M=%d d=%d\n", M, d);
+    size_t n = (size_t)M * d;
+    vf h = in_f(n, -1, 1), g = in_f(2 * n, -3, 3), gamma = in_f((size_t)d, 0.5f, 1.5f);
+    vf beta = in_f((size_t)d, -0.5f, 0.5f);
+    vf r = out_f(n), y = out_f(n), mean = out_f((size_t)M), rstd = out_f((size_t)M);
+    CPU(grn_gate_ln_fwd, h.c, g.c, gamma.c, beta.c, r.c, y.c, mean.c, rstd.c, M, d);
+    CHECK_OK(gpu->ops->grn_gate_ln_fwd(gpu, h.g, g.g, gamma.g, beta.g, r.g, y.g, mean.g, rstd.g, M, d));
+    expect_f("grn_gate_ln_fwd r", r, TOL_EW);
+    expect_f("grn_gate_ln_fwd y", y, TOL_RED);
+    expect_f("grn_gate_ln_fwd mean", mean, TOL_RED);
+    expect_f("grn_gate_ln_fwd rstd", rstd, TOL_RED);
+    upload(r);
+    upload(mean);
+    upload(rstd);
+    vf dy = in_f(n, -1, 1), dres = out_f(n), dg = out_f(2 * n), dgamma = out_f((size_t)d);
+    vf dbeta = out_f((size_t)d);
+    CPU(grn_ln_gate_bwd, r.c, gamma.c, mean.c, rstd.c, g.c, dy.c, dres.c, dg.c, dgamma.c, dbeta.c, M, d);
+    CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, r.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
+                                       dgamma.g, dbeta.g, M, d));
+    expect_f("grn_ln_gate_bwd dres", dres, TOL_RED);
+    expect_f("grn_ln_gate_bwd dg", dg, TOL_RED);
+    expect_f("grn_ln_gate_bwd dgamma", dgamma, TOL_RED);
+    expect_f("grn_ln_gate_bwd dbeta", dbeta, TOL_RED);
+    float *snap = fetch(dgamma.g, (size_t)d * sizeof(float));
+    poison(dgamma.g, (size_t)d * sizeof(float));
+    CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, r.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
+                                       dgamma.g, dbeta.g, M, d));
+    expect_same_bits("grn_ln_gate_bwd dgamma", dgamma.g, snap, (size_t)d * sizeof(float));
+    free(snap);
+    if (timed) {
+        TIME_GPU("grn_gate_ln_fwd", gpu->ops->grn_gate_ln_fwd(gpu, h.g, g.g, gamma.g, beta.g, r.g,
+                                                              y.g, mean.g, rstd.g, M, d));
+        TIME_GPU("grn_ln_gate_bwd", gpu->ops->grn_ln_gate_bwd(gpu, r.g, gamma.g, mean.g, rstd.g,
+                                                              g.g, dy.g, dres.g, dg.g, dgamma.g,
+                                                              dbeta.g, M, d));
+    }
+    release_all();
+}
+
+/* iqn_fwd / iqn_bwd: the CUDA kernels keep the CPU's rounding order, so all but dh are exact */
+static void test_fused_iqn(int B, int T, int d, int timed) {
+    printf("fused iqn B=%d T=%d d=%d\n", B, T, d);
+    size_t nh = (size_t)B * d, nz = nh * T;
+    vf h = in_f(nh, -1, 1), phi = in_relu(nz), z = out_f(nz), cat = out_f(2 * nz);
+    CPU(iqn_fwd, h.c, phi.c, z.c, cat.c, B, T, d);
+    CHECK_OK(gpu->ops->iqn_fwd(gpu, h.g, phi.g, z.g, cat.g, B, T, d));
+    expect_f("iqn_fwd z", z, 0.0);
+    expect_f("iqn_fwd cat", cat, 0.0);
+    poison(z.g, nz * sizeof(float));
+    CHECK_OK(gpu->ops->iqn_fwd(gpu, h.g, phi.g, z.g, NULL, B, T, d));
+    expect_f("iqn_fwd z (no cat)", z, 0.0);
+    vf dcat = in_f(2 * nz, -1, 1), dz = out_f(nz), dh = out_f(nh), dphi = out_f(nz);
+    CPU(iqn_bwd, dcat.c, h.c, phi.c, dz.c, dh.c, dphi.c, B, T, d);
+    CHECK_OK(gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g, dphi.g, B, T, d));
+    expect_f("iqn_bwd dz (dcat)", dz, 0.0);
+    expect_f("iqn_bwd dh (dcat)", dh, TOL_RED);
+    expect_f("iqn_bwd dphi (dcat)", dphi, 0.0);
+    vf dz2 = in_f(nz, -1, 1);
+    poison(dh.g, nh * sizeof(float));
+    poison(dphi.g, nz * sizeof(float));
+    CPU(iqn_bwd, NULL, h.c, phi.c, dz2.c, dh.c, dphi.c, B, T, d);
+    CHECK_OK(gpu->ops->iqn_bwd(gpu, NULL, h.g, phi.g, dz2.g, dh.g, dphi.g, B, T, d));
+    expect_f("iqn_bwd dh (no dcat)", dh, TOL_RED);
+    expect_f("iqn_bwd dphi (no dcat)", dphi, 0.0);
+    if (timed) {
+        TIME_GPU("iqn_fwd (z and cat)", gpu->ops->iqn_fwd(gpu, h.g, phi.g, z.g, cat.g, B, T, d));
+        TIME_GPU("iqn_bwd (dcat)", gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g, dphi.g, B, T, d));
+    }
+    release_all();
+}
+
+/* adam_target_step: hard copy due / not due, Polyak, skip; the step rises by exactly 1 however
+ * many blocks run */
+static void test_fused_optim(size_t n, int timed) {
+    printf("fused optimizer n=%zu\n", n);
+    vf p = in_f(n, -1, 1), g = in_f(n, -1, 1), m = in_f(n, -0.1f, 0.1f), v = in_f(n, 0, 0.01f);
+    vf t = in_f(n, -1, 1), gn = out_f(1);
+    uint64_t *step_c = take(cpu, 8), *step_g = take(gpu, 8);
+    int32_t *skip_c = take(cpu, 4), *skip_g = take(gpu, 4);
+    const struct { uint64_t step; int period; float tau; int skip; const char *what; } cases[] = {
+        {3, 4, 0.0f, 0, "adam_target_step hard copy due"},
+        {4, 4, 0.0f, 0, "adam_target_step hard copy not due"},
+        {9, 0, 0.05f, 0, "adam_target_step polyak"},
+        {7, 2, 0.0f, 1, "adam_target_step skip, copy due"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        *step_c = cases[k].step;
+        *skip_c = cases[k].skip;
+        CHECK_OK(gpu->ops->h2d(gpu, step_g, step_c, 8));
+        CHECK_OK(gpu->ops->h2d(gpu, skip_g, skip_c, 4));
+        gn.c[0] = 25.0f;
+        upload(gn);
+        CPU(adam_target_step, p.c, g.c, m.c, v.c, t.c, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, gn.c,
+            10.0f, cases[k].period, cases[k].tau, step_c, skip_c);
+        CHECK_OK(gpu->ops->adam_target_step(gpu, p.g, g.g, m.g, v.g, t.g, n, 1e-3f, 0.9f, 0.999f,
+                                            1e-8f, 0.01f, gn.g, 10.0f, cases[k].period,
+                                            cases[k].tau, step_g, skip_g));
+        char w[96];
+        snprintf(w, sizeof w, "%s: p", cases[k].what);
+        expect_f(w, p, TOL_EW);
+        snprintf(w, sizeof w, "%s: m, v", cases[k].what);
+        expect_f(w, m, TOL_EW);
+        expect_f(w, v, TOL_EW);
+        snprintf(w, sizeof w, "%s: target", cases[k].what);
+        expect_f(w, t, TOL_EW);
+        uint64_t got = 0;
+        CHECK_OK(gpu->ops->d2h(gpu, &got, step_g, 8));
+        CHECK(got == cases[k].step + 1 && *step_c == got, "%s: step cuda %llu, cpu %llu, want %llu",
+              cases[k].what, (unsigned long long)got, (unsigned long long)*step_c,
+              (unsigned long long)cases[k].step + 1);
+    }
+    if (timed)
+        TIME_GPU("adam_target_step", gpu->ops->adam_target_step(gpu, p.g, g.g, m.g, v.g, t.g, n,
+                                                                1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                                                                gn.g, 10.0f, 0, 0.005f, step_g,
+                                                                NULL));
+    release_all();
+}
+
+/* the bottleneck split's ops: GEMMs on a column block (ldw > K) of a wider weight, dX accumulated,
+ * dW written into strided rows (the other columns kept), the broadcast add + ReLU, and the
+ * ReLU mask with the tau sums (exact: the CPU's rounding order) */
+static void test_fused_split(int B, int T, int d, int m, int timed) {
+    printf("bottleneck split B=%d T=%d d=%d m=%d\n", B, T, d, m);
+    const int R = B * T, ldw = 2 * d;
+    vf z = in_f((size_t)R * d, -1, 1), h = in_f((size_t)B * d, -1, 1);
+    vf W = in_f((size_t)m * ldw, -1, 1), b = in_f((size_t)m, -0.5f, 0.5f);
+    vf hb = out_f((size_t)B * m), u = out_f((size_t)R * m);
+    CPU(linear_ld_fwd, h.c, W.c + d, ldw, b.c, hb.c, B, d, m, DQN_ACT_NONE);
+    CHECK_OK(gpu->ops->linear_ld_fwd(gpu, h.g, W.g + d, ldw, b.g, hb.g, B, d, m, DQN_ACT_NONE));
+    expect_f("linear_ld_fwd (h half, bias)", hb, TOL_RED);
+    upload(hb);
+    CPU(linear_ld_fwd, z.c, W.c, ldw, NULL, u.c, R, d, m, DQN_ACT_NONE);
+    CHECK_OK(gpu->ops->linear_ld_fwd(gpu, z.g, W.g, ldw, NULL, u.g, R, d, m, DQN_ACT_NONE));
+    expect_f("linear_ld_fwd (z half)", u, TOL_RED);
+    upload(u);
+    CPU(bcast_add_act, hb.c, u.c, B, T, m, DQN_ACT_RELU);
+    CHECK_OK(gpu->ops->bcast_add_act(gpu, hb.g, u.g, B, T, m, DQN_ACT_RELU));
+    expect_f("bcast_add_act relu", u, 0.0);
+    vf du = in_f((size_t)R * m, -1, 1), dus = out_f((size_t)B * m);
+    CPU(relu_bwd_tausum, u.c, du.c, dus.c, B, T, m);
+    CHECK_OK(gpu->ops->relu_bwd_tausum(gpu, u.g, du.g, dus.g, B, T, m));
+    expect_f("relu_bwd_tausum du", du, 0.0);
+    expect_f("relu_bwd_tausum dus", dus, 0.0);
+    vf dz = out_f((size_t)R * d), dh = in_f((size_t)B * d, -1, 1);
+    vf dW = in_f((size_t)m * ldw, -1, 1), db = out_f((size_t)m);
+    CPU(linear_ld_bwd, z.c, W.c, ldw, du.c, dz.c, 0, dW.c, NULL, R, d, m);
+    CHECK_OK(gpu->ops->linear_ld_bwd(gpu, z.g, W.g, ldw, du.g, dz.g, 0, dW.g, NULL, R, d, m));
+    expect_f("linear_ld_bwd dz", dz, TOL_RED);
+    CPU(linear_ld_bwd, h.c, W.c + d, ldw, dus.c, dh.c, 1, dW.c + d, db.c, B, d, m);
+    CHECK_OK(gpu->ops->linear_ld_bwd(gpu, h.g, W.g + d, ldw, dus.g, dh.g, 1, dW.g + d, db.g, B, d, m));
+    expect_f("linear_ld_bwd dh (accumulated)", dh, TOL_RED);
+    expect_f("linear_ld_bwd dW (both halves, strided)", dW, TOL_RED);
+    expect_f("linear_ld_bwd db", db, TOL_RED);
+    if (timed) {
+        TIME_GPU("linear_ld_fwd (z half)", gpu->ops->linear_ld_fwd(gpu, z.g, W.g, ldw, NULL, u.g, R,
+                                                                   d, m, DQN_ACT_NONE));
+        TIME_GPU("bcast_add_act", gpu->ops->bcast_add_act(gpu, hb.g, u.g, B, T, m, DQN_ACT_RELU));
+        TIME_GPU("relu_bwd_tausum", gpu->ops->relu_bwd_tausum(gpu, u.g, du.g, dus.g, B, T, m));
+        TIME_GPU("linear_ld_bwd (z half: dz, dW)", gpu->ops->linear_ld_bwd(gpu, z.g, W.g, ldw, du.g,
+                                                                           dz.g, 0, dW.g, NULL, R,
+                                                                           d, m));
+    }
+    release_all();
+}
+
+/* The fused reductions and the step counter inside a captured graph: replays give the same bits,
+ * the counter rises by one per replay. */
+static void test_fused_graph(void) {
+    printf("graph: [l2_norm2, heads_bwd, grn_ln_gate_bwd, adam_target_step], replayed\n");
+    const int sizes[3] = {3, 5, 5}, R = 700, H = 40, M = 90, d = 48;
+    const size_t n = 5000;
+    dqn_branches br;
+    dqn_branches_init(&br, 3, sizes);
+    const int A = br.A;
+    vf hva = in_relu((size_t)R * 2 * H), Wv2 = in_f((size_t)H, -1, 1), Wa2 = in_f((size_t)A * H, -1, 1);
+    vf dV = in_f((size_t)R, -1, 1), dAdv = in_f((size_t)R * A, -1, 1), norms = out_f(2);
+    vf dhva = out_f((size_t)R * 2 * H), dWv2 = out_f((size_t)H), dbv2 = out_f(1);
+    vf dWa2 = out_f((size_t)A * H), dba2 = out_f((size_t)A);
+    vf x = in_f((size_t)M * d, -2, 2), gamma = in_f((size_t)d, 0.5f, 1.5f), mean = in_f((size_t)M, -0.1f, 0.1f);
+    vf rstd = in_f((size_t)M, 0.5f, 1.5f), g = in_f((size_t)M * 2 * d, -2, 2), dy = in_f((size_t)M * d, -1, 1);
+    vf dres = out_f((size_t)M * d), dg = out_f((size_t)M * 2 * d), dgamma = out_f((size_t)d), dbeta = out_f((size_t)d);
+    vf p = in_f(n, -1, 1), gr = in_f(n, -1, 1), m = in_f(n, -0.1f, 0.1f), v = in_f(n, 0, 0.01f), t = in_f(n, -1, 1);
+    uint64_t *step_g = take(gpu, 8), zero = 0;
+    CHECK_OK(gpu->ops->h2d(gpu, step_g, &zero, 8));
+    void *g1 = NULL, *ex = NULL;
+    CHECK_OK(gpu->ops->capture_begin(gpu));
+    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+    CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, 0.5f, dhva.g,
+                                 dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+    CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, x.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
+                                       dgamma.g, dbeta.g, M, d));
+    CHECK_OK(gpu->ops->adam_target_step(gpu, p.g, gr.g, m.g, v.g, t.g, n, 1e-3f, 0.9f, 0.999f,
+                                        1e-8f, 0.0f, norms.g, 0.0f, 0, 0.01f, step_g, NULL));
+    CHECK_OK(gpu->ops->capture_end(gpu, &g1));
+    CHECK_OK(gpu->ops->graph_compose(gpu, &g1, 1, &ex));
+    CHECK_OK(gpu->ops->graph_launch(gpu, ex));
+    float *s_norms = fetch(norms.g, 8), *s_dwa2 = fetch(dWa2.g, dWa2.n * 4);
+    float *s_dba2 = fetch(dba2.g, dba2.n * 4), *s_dgamma = fetch(dgamma.g, dgamma.n * 4);
+    for (int k = 0; k < 2; k++) {
+        poison(norms.g, 8);
+        poison(dWa2.g, dWa2.n * 4);
+        poison(dba2.g, dba2.n * 4);
+        poison(dgamma.g, dgamma.n * 4);
+        CHECK_OK(gpu->ops->graph_launch(gpu, ex));
+        expect_same_bits("graph replay: l2_norm2", norms.g, s_norms, 8);
+        expect_same_bits("graph replay: heads_bwd dWa2", dWa2.g, s_dwa2, dWa2.n * 4);
+        expect_same_bits("graph replay: heads_bwd dba2", dba2.g, s_dba2, dba2.n * 4);
+        expect_same_bits("graph replay: grn_ln_gate_bwd dgamma", dgamma.g, s_dgamma, dgamma.n * 4);
+    }
+    uint64_t got = 0;
+    CHECK_OK(gpu->ops->d2h(gpu, &got, step_g, 8));
+    CHECK(got == 3, "adam_target_step in a graph: step %llu after 3 launches", (unsigned long long)got);
+    free(s_norms);
+    free(s_dwa2);
+    free(s_dba2);
+    free(s_dgamma);
+    gpu->ops->graph_destroy(gpu, ex, 1);
+    gpu->ops->graph_destroy(gpu, g1, 0);
+    release_all();
+}
+
 /* ---- the model's whole update: captured into one graph on CUDA, replayed, against the CPU ---- */
 
-static void test_model_update(int bottleneck, dqn_target_mode mode) {
-    printf("model update x3 (graph capture + 2 replays): bottleneck %d, %s targets\n", bottleneck,
-           mode == DQN_TARGET_MEAN ? "mean" : "independent");
+static void test_model_update(int bottleneck, dqn_target_mode mode, int split) {
+    printf("model update x3 (graph capture + 2 replays): bottleneck %d%s, %s targets\n", bottleneck,
+           split ? " (split)" : "", mode == DQN_TARGET_MEAN ? "mean" : "independent");
     const int sizes[3] = {3, 5, 5}, cap = 500, obs = 6, D = 3;
     dqn_arch a = {.obs_dim = obs, .d = 32, .grn_blocks = 2, .n_cos = 16, .bottleneck = bottleneck,
                   .head_hidden = 32};
@@ -734,7 +1037,8 @@ static void test_model_update(int bottleneck, dqn_target_mode mode) {
     dqn_update_cfg u = {.B = 64, .N = 8, .Nt = 8, .K = 8, .mode = mode, .kappa = 1.0f,
                         .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-4f,
                         .weight_decay = 0.01f, .grad_clip = 10.0f, .head_grad_clip = 5.0f,
-                        .target_period = 2, .tau_target = 0.0f, .seed = 7};
+                        .target_period = 2, .tau_target = 0.0f, .seed = 7,
+                        .bn_split_rows = split ? 1 : 0};
     dqn_model mc, mg;
     CHECK_OK(dqn_model_create(&mc, cpu, &a, &u));
     CHECK_OK(dqn_model_create(&mg, gpu, &a, &u));
@@ -912,8 +1216,26 @@ int main(void) {
     test_rand(37, 0);
     if (full) test_rand(131072, 1);
     test_graph();
-    test_model_update(24, DQN_TARGET_MEAN);
-    test_model_update(0, DQN_TARGET_INDEPENDENT);
+    /* fused ops (issue 3); A = 23 > 16 takes heads_bwd's shared-memory accumulators */
+    const int br_wide[4] = {7, 5, 6, 5};
+    test_fused_heads(37, 13, 1, br2, 0, 0);
+    test_fused_heads(301, 70, 3, br355, 1, 0);
+    test_fused_heads(129, 33, 4, br_wide, 1, 0);
+    if (full) test_fused_heads(262144, 64, 1, br2, 1, 1);
+    if (full) test_fused_heads(131072, 256, 3, br355, 1, 1);
+    test_fused_grn(37, 13, 0);
+    if (full) test_fused_grn(8192, 256, 1);
+    test_fused_iqn(5, 3, 7, 0);
+    if (full) test_fused_iqn(4096, 32, 256, 1);
+    test_fused_optim(37, 0);
+    if (full) test_fused_optim(1000003, 1);
+    test_fused_split(5, 3, 7, 6, 0);
+    test_fused_split(300, 8, 48, 20, 0);
+    if (full) test_fused_split(4096, 32, 256, 128, 1);
+    test_fused_graph();
+    test_model_update(24, DQN_TARGET_MEAN, 0);
+    test_model_update(24, DQN_TARGET_INDEPENDENT, 1);
+    test_model_update(0, DQN_TARGET_INDEPENDENT, 0);
     if (full) time_model_updates();
     test_errors();
 

@@ -68,16 +68,22 @@ int main(void) {
     if (!py) py = ".venv/bin/python";
     static const fixture_cfg cases[] = {
         /* obs d grn ncos bn hid D br B N Nt K mode kappa clip */
-        {5, 8, 1, 8, 0, 8, 1, {2}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.0f},
-        {5, 8, 2, 8, 6, 8, 1, {2}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.0f},
-        {5, 8, 1, 8, 0, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.0f},
-        {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.0f},
-        {5, 8, 1, 8, 0, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_INDEPENDENT, 1.0f, 0.0f},
-        {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_INDEPENDENT, 0.5f, 0.0f},
-        {4, 16, 0, 16, 8, 12, 2, {2, 3}, 8, 8, 4, 8, DQN_TARGET_MEAN, 1.0f, 0.0f},
+        {5, 8, 1, 8, 0, 8, 1, {2}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.0f, 0},
+        {5, 8, 2, 8, 6, 8, 1, {2}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.0f, 0},
+        {5, 8, 1, 8, 0, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.0f, 0},
+        {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.0f, 0},
+        {5, 8, 1, 8, 0, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_INDEPENDENT, 1.0f, 0.0f, 0},
+        {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_INDEPENDENT, 0.5f, 0.0f, 0},
+        {4, 16, 0, 16, 8, 12, 2, {2, 3}, 8, 8, 4, 8, DQN_TARGET_MEAN, 1.0f, 0.0f, 0},
         /* head-gradient clip active (the norms here are ~0.1-1) */
-        {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.05f},
-        {5, 8, 1, 8, 0, 8, 1, {2}, 6, 5, 6, 4, DQN_TARGET_INDEPENDENT, 1.0f, 0.02f},
+        {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 4, DQN_TARGET_MEAN, 1.0f, 0.05f, 0},
+        {5, 8, 1, 8, 0, 8, 1, {2}, 6, 5, 6, 4, DQN_TARGET_INDEPENDENT, 1.0f, 0.02f, 0},
+        /* K == N: x and x' in one online pass */
+        {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 5, DQN_TARGET_MEAN, 1.0f, 0.05f, 0},
+        {5, 8, 1, 8, 0, 8, 3, {3, 5, 5}, 6, 5, 6, 5, DQN_TARGET_INDEPENDENT, 1.0f, 0.0f, 0},
+        /* the split bottleneck (W_bn's h half on B rows), with and without the joint pass */
+        {5, 8, 2, 8, 6, 8, 3, {3, 5, 5}, 6, 5, 6, 5, DQN_TARGET_MEAN, 1.0f, 0.05f, 1},
+        {4, 16, 0, 16, 8, 12, 2, {2, 3}, 8, 8, 4, 6, DQN_TARGET_INDEPENDENT, 0.5f, 0.0f, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const fixture_cfg *f = &cases[k];
@@ -90,8 +96,10 @@ int main(void) {
         CHECK(dump(dir, &m, f) == 0, "dump to %s", dir);
         char cmd[1024];
         snprintf(cmd, sizeof cmd, "%s tests/py/iqn_reference.py check %s --rtol 1e-4", py, dir);
-        printf("case %zu: bottleneck %d, grn %d, branches %d, %s, clip %g\n", k, f->bn, f->grn,
-               f->D, f->mode == DQN_TARGET_MEAN ? "mean" : "independent", (double)f->head_clip);
+        printf("case %zu: bottleneck %d%s, grn %d, branches %d, %s, clip %g, K %s N\n", k, f->bn,
+               f->split ? " (split)" : "", f->grn, f->D,
+               f->mode == DQN_TARGET_MEAN ? "mean" : "independent", (double)f->head_clip,
+               f->K == f->N ? "==" : "!=");
         fflush(stdout);
         int rc = system(cmd);
         CHECK(rc == 0, "case %zu: JAX reference disagrees (dump kept in %s)", k, dir);

@@ -31,7 +31,7 @@ static void test_table(void) {
         dqn_layout L;
         CHECK_OK(dqn_layout_build(&L, &a));
         dqn_health_table t;
-        CHECK_OK(dqn_health_table_build(&t, &L, 8, 4, 4));
+        CHECK_OK(dqn_health_table_build(&t, &L, 8, 4, 4, 0));
         /* SPEC 4's slots: obs, GRN outputs, phi, z, concat + bottleneck out (m > 0), V, A, Z, y,
          * loss, dZ, dV, dA, d_concat (m > 0), d_z, d_trunk, GRN input grads, every parameter
          * gradient, the norm, the parameters */
@@ -74,6 +74,12 @@ static void test_table(void) {
               "unknown slot: %s", dqn_last_error());
         CHECK(dqn_fault_parse("phi:1:nan,z:2:inf", &t, f, &n) == DQN_OK && n == 2 &&
                   f[1].slot == t.z && f[1].kind == 2, "two faults");
+        if (a.bottleneck) {   /* split: no concat buffer; d_concat is [B, m]; d_z is guarded */
+            dqn_health_table u;
+            CHECK_OK(dqn_health_table_build(&u, &L, 8, 4, 4, 1));
+            CHECK(u.n_slots == t.n_slots - 1 && u.cat == -1 && u.slot[u.d_concat].n == 8u * 8u &&
+                      u.slot[u.d_z].guard && u.slot[u.d_concat].guard, "split slot table");
+        }
     }
 }
 
@@ -165,16 +171,19 @@ static int expected_kind(int kind) {
     return kind == 1 ? DQN_EVENT_NAN : kind == 2 ? DQN_EVENT_POSINF : DQN_EVENT_RANGE;
 }
 
-/* every slot x {nan, inf, huge}: detect names it; guard keeps the weights finite */
+/* every slot x {nan, inf, huge}: detect names it; guard keeps the weights finite. Variant 2 is
+ * the seed model with the bottleneck split (no concat buffer). */
 static void test_faults(void) {
     int runs = 0;
-    for (int sm = 0; sm < 2; sm++) {
+    for (int variant = 0; variant < 3; variant++) {
+        int sm = variant > 0;
+        rig_split_rows = variant == 2 ? 1 : 0;
         dqn_arch a;
         rig_arch(&a, sm, 0);
         dqn_layout L;
         CHECK_OK(dqn_layout_build(&L, &a));
         dqn_health_table tab;
-        CHECK_OK(dqn_health_table_build(&tab, &L, 8, 4, 4));
+        CHECK_OK(dqn_health_table_build(&tab, &L, 8, 4, 4, variant == 2));
         for (int s = 0; s < tab.n_slots; s++)
             for (int kind = 1; kind <= 3; kind++)
                 for (int mode = DQN_HEALTH_DETECT; mode <= DQN_HEALTH_GUARD; mode++) {
@@ -220,6 +229,7 @@ static void test_faults(void) {
                     runs++;
                 }
     }
+    rig_split_rows = 0;
     printf("fault runs: %d\n", runs);
 }
 

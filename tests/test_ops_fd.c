@@ -410,6 +410,196 @@ static void test_quantile_huber(int B, int N, int Nt, int D, const int *sizes, d
     free(dZ);
 }
 
+/* ---- fused ops of issue 3 ---- */
+
+/* Heads: Z = heads_fwd(ReLU(pre)) for the stacked hidden layer's pre-activation pre [R, 2H];
+ * dueling_bwd then heads_bwd (no clip) give the gradients w.r.t. pre and the v2 / a2 params. */
+static struct {
+    float *pre, *hva, *Wv2, *bv2, *Wa2, *ba2, *V, *Adv, *Z, *r;
+    int R, H;
+    dqn_branches br;
+} hd;
+
+static double heads_loss(void) {
+    size_t n = (size_t)hd.R * 2 * hd.H;
+    CHECK_OK(be->ops->relu_fwd(be, hd.pre, hd.hva, n));
+    CHECK_OK(be->ops->heads_fwd(be, hd.hva, hd.Wv2, hd.bv2, hd.Wa2, hd.ba2, hd.V, hd.Adv, hd.Z,
+                                hd.R, hd.H, &hd.br));
+    return dot(hd.r, hd.Z, (size_t)hd.R * hd.br.A);
+}
+
+static void test_heads(int R, int H, int D, const int *sizes) {
+    dqn_branches_init(&hd.br, D, sizes);
+    const int A = hd.br.A;
+    size_t nh = (size_t)R * 2 * H, nz = (size_t)R * A;
+    hd.R = R, hd.H = H;
+    hd.pre = rand_away(nh, 0.1, 1), hd.hva = alloc_f(nh), hd.Wv2 = rand_away(H, 0.1, 1);
+    hd.bv2 = rand_away(1, 0.1, 1), hd.Wa2 = rand_away((size_t)A * H, 0.1, 1);
+    hd.ba2 = rand_away(A, 0.1, 1), hd.V = alloc_f(R), hd.Adv = alloc_f(nz), hd.Z = alloc_f(nz);
+    hd.r = rand_away(nz, 0.1, 1);
+    heads_loss();
+    float *dV = poisoned(R), *dAdv = poisoned(nz), *dpre = poisoned(nh), *dWv2 = poisoned(H);
+    float *dbv2 = poisoned(1), *dWa2 = poisoned((size_t)A * H), *dba2 = poisoned(A);
+    CHECK_OK(be->ops->dueling_bwd(be, hd.r, dV, dAdv, R, &hd.br));
+    CHECK_OK(be->ops->heads_bwd(be, hd.hva, hd.Wv2, hd.Wa2, dV, dAdv, NULL, 0.0f, dpre, dWv2, dbv2,
+                                dWa2, dba2, R, H, A));
+    CHECK(all_finite(dpre, nh) && all_finite(dWv2, H) && all_finite(dbv2, 1) &&
+              all_finite(dWa2, (size_t)A * H) && all_finite(dba2, A),
+          "heads_bwd left outputs unwritten");
+    char name[64];
+    snprintf(name, sizeof name, "heads R=%d H=%d A=%d dpre", R, H, A);
+    fd_check(name, hd.pre, dpre, nh, heads_loss, 1e-2f);
+    snprintf(name, sizeof name, "heads R=%d H=%d A=%d dWv2", R, H, A);
+    fd_check(name, hd.Wv2, dWv2, H, heads_loss, 1e-2f);
+    snprintf(name, sizeof name, "heads R=%d H=%d A=%d dbv2", R, H, A);
+    fd_check(name, hd.bv2, dbv2, 1, heads_loss, 1e-2f);
+    snprintf(name, sizeof name, "heads R=%d H=%d A=%d dWa2", R, H, A);
+    fd_check(name, hd.Wa2, dWa2, (size_t)A * H, heads_loss, 1e-2f);
+    snprintf(name, sizeof name, "heads R=%d H=%d A=%d dba2", R, H, A);
+    fd_check(name, hd.ba2, dba2, A, heads_loss, 1e-2f);
+    float *bufs[] = {hd.pre, hd.hva, hd.Wv2, hd.bv2, hd.Wa2, hd.ba2, hd.V, hd.Adv, hd.Z, hd.r,
+                     dV, dAdv, dpre, dWv2, dbv2, dWa2, dba2};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+}
+
+/* GRN tail: y = LayerNorm(h + g_a * sigmoid(g_b)) by grn_gate_ln_fwd; grn_ln_gate_bwd gives
+ * the gradient w.r.t. h (the residual's dres), g, gamma and beta. */
+static struct {
+    float *h, *g, *gamma, *beta, *rr, *y, *mean, *rstd, *r;
+    int M, d;
+} gl;
+
+static double grn_tail_loss(void) {
+    CHECK_OK(be->ops->grn_gate_ln_fwd(be, gl.h, gl.g, gl.gamma, gl.beta, gl.rr, gl.y, gl.mean,
+                                      gl.rstd, gl.M, gl.d));
+    return dot(gl.r, gl.y, (size_t)gl.M * gl.d);
+}
+
+static void test_grn_tail(int M, int d) {
+    size_t n = (size_t)M * d;
+    gl.M = M, gl.d = d;
+    gl.h = rand_away(n, 0.05, 2), gl.g = rand_away(2 * n, 0.05, 2.5);
+    gl.gamma = rand_away(d, 0.5, 1.5), gl.beta = rand_away(d, 0.1, 1);
+    gl.rr = alloc_f(n), gl.y = alloc_f(n), gl.mean = alloc_f(M), gl.rstd = alloc_f(M);
+    gl.r = rand_away(n, 0.1, 1);
+    grn_tail_loss();
+    float *dres = poisoned(n), *dg = poisoned(2 * n), *dgamma = poisoned(d), *dbeta = poisoned(d);
+    CHECK_OK(be->ops->grn_ln_gate_bwd(be, gl.rr, gl.gamma, gl.mean, gl.rstd, gl.g, gl.r, dres, dg,
+                                      dgamma, dbeta, M, d));
+    CHECK(all_finite(dres, n) && all_finite(dg, 2 * n) && all_finite(dgamma, d) &&
+              all_finite(dbeta, d),
+          "grn_ln_gate_bwd left outputs unwritten");
+    char name[64];
+    snprintf(name, sizeof name, "grn tail M=%d d=%d dh", M, d);
+    fd_check(name, gl.h, dres, n, grn_tail_loss, 1e-2f);
+    snprintf(name, sizeof name, "grn tail M=%d d=%d dg", M, d);
+    fd_check(name, gl.g, dg, 2 * n, grn_tail_loss, 1e-2f);
+    snprintf(name, sizeof name, "grn tail M=%d d=%d dgamma", M, d);
+    fd_check(name, gl.gamma, dgamma, d, grn_tail_loss, 1e-2f);
+    snprintf(name, sizeof name, "grn tail M=%d d=%d dbeta", M, d);
+    fd_check(name, gl.beta, dbeta, d, grn_tail_loss, 1e-2f);
+    float *bufs[] = {gl.h, gl.g, gl.gamma, gl.beta, gl.rr, gl.y, gl.mean, gl.rstd, gl.r,
+                     dres, dg, dgamma, dbeta};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+}
+
+/* IQN mixing: phi = ReLU(pre), z = h * phi and, with the bottleneck, cat = [z, h], by iqn_fwd;
+ * iqn_bwd gives the gradients w.r.t. h and pre (and dz = the z half of dcat). */
+static struct {
+    float *h, *pre, *phi, *z, *cat, *r;
+    int B, T, d, with_cat;
+} mx;
+
+static double iqn_mix_loss(void) {
+    size_t nz = (size_t)mx.B * mx.T * mx.d;
+    CHECK_OK(be->ops->relu_fwd(be, mx.pre, mx.phi, nz));
+    CHECK_OK(be->ops->iqn_fwd(be, mx.h, mx.phi, mx.z, mx.with_cat ? mx.cat : NULL, mx.B, mx.T, mx.d));
+    return mx.with_cat ? dot(mx.r, mx.cat, 2 * nz) : dot(mx.r, mx.z, nz);
+}
+
+static void test_iqn_mix(int B, int T, int d, int with_cat) {
+    size_t nh = (size_t)B * d, nz = nh * T;
+    mx.B = B, mx.T = T, mx.d = d, mx.with_cat = with_cat;
+    mx.h = rand_away(nh, 0.1, 1), mx.pre = rand_away(nz, 0.1, 1), mx.phi = alloc_f(nz);
+    mx.z = alloc_f(nz), mx.cat = alloc_f(2 * nz), mx.r = rand_away(with_cat ? 2 * nz : nz, 0.1, 1);
+    iqn_mix_loss();
+    float *dz = with_cat ? poisoned(nz) : copy_of(mx.r, nz), *dh = poisoned(nh);
+    float *dpre = poisoned(nz);
+    CHECK_OK(be->ops->iqn_bwd(be, with_cat ? mx.r : NULL, mx.h, mx.phi, dz, dh, dpre, B, T, d));
+    CHECK(all_finite(dz, nz) && all_finite(dh, nh) && all_finite(dpre, nz),
+          "iqn_bwd left outputs unwritten");
+    int dz_ok = 1;
+    for (size_t r = 0; r < (size_t)B * T && with_cat; r++)
+        dz_ok &= memcmp(dz + r * d, mx.r + r * 2 * d, (size_t)d * sizeof *dz) == 0;
+    CHECK(dz_ok, "iqn_bwd: dz is not the z half of dcat");
+    char name[64];
+    snprintf(name, sizeof name, "iqn mix B=%d T=%d d=%d cat %d dh", B, T, d, with_cat);
+    fd_check(name, mx.h, dh, nh, iqn_mix_loss, 1e-2f);
+    snprintf(name, sizeof name, "iqn mix B=%d T=%d d=%d cat %d dphi_pre", B, T, d, with_cat);
+    fd_check(name, mx.pre, dpre, nz, iqn_mix_loss, 1e-2f);
+    float *bufs[] = {mx.h, mx.pre, mx.phi, mx.z, mx.cat, mx.r, dz, dh, dpre};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+}
+
+/* The split bottleneck u = ReLU(W_bn[:, 0:d] z + W_bn[:, d:2d] h[s] + b) (linear_ld_fwd twice,
+ * bcast_add_act); its backward by relu_bwd_tausum and linear_ld_bwd twice (dh accumulated
+ * onto a nonzero start) against finite differences in z, h, W_bn and b. */
+static struct {
+    float *z, *h, *W, *b, *hb, *u, *r;
+    int B, T, d, m;
+} sp;
+
+static double bn_split_loss(void) {
+    int R = sp.B * sp.T;
+    CHECK_OK(be->ops->linear_ld_fwd(be, sp.h, sp.W + sp.d, 2 * sp.d, sp.b, sp.hb, sp.B, sp.d, sp.m,
+                                    DQN_ACT_NONE));
+    CHECK_OK(be->ops->linear_ld_fwd(be, sp.z, sp.W, 2 * sp.d, NULL, sp.u, R, sp.d, sp.m, DQN_ACT_NONE));
+    CHECK_OK(be->ops->bcast_add_act(be, sp.hb, sp.u, sp.B, sp.T, sp.m, DQN_ACT_RELU));
+    return dot(sp.r, sp.u, (size_t)R * sp.m);
+}
+
+static void test_bn_split(int B, int T, int d, int m) {
+    int R = B * T;
+    sp.B = B, sp.T = T, sp.d = d, sp.m = m;
+    sp.z = rand_away((size_t)R * d, 0.1, 1), sp.h = rand_away((size_t)B * d, 0.1, 1);
+    sp.W = rand_away((size_t)m * 2 * d, 0.1, 1), sp.b = rand_away(m, 0.1, 1);
+    sp.hb = alloc_f((size_t)B * m), sp.u = alloc_f((size_t)R * m);
+    sp.r = rand_away((size_t)R * m, 0.1, 1);
+    /* redraw b until no pre-activation lies within 0.05 of the ReLU's kink (a step of h moves
+     * one by at most 1e-2) */
+    for (int tries = 0; tries < 1000; tries++) {
+        CHECK_OK(be->ops->linear_ld_fwd(be, sp.h, sp.W + d, 2 * d, sp.b, sp.hb, B, d, m,
+                                        DQN_ACT_NONE));
+        CHECK_OK(be->ops->linear_ld_fwd(be, sp.z, sp.W, 2 * d, NULL, sp.u, R, d, m, DQN_ACT_NONE));
+        CHECK_OK(be->ops->bcast_add_act(be, sp.hb, sp.u, B, T, m, DQN_ACT_NONE));
+        double near = INFINITY;
+        for (size_t k = 0; k < (size_t)R * m; k++) near = fmin(near, fabs(sp.u[k]));
+        if (near >= 0.05) break;
+        for (int k = 0; k < m; k++) sp.b[k] = away(0.1, 1.5);
+    }
+    bn_split_loss();
+    float *du = copy_of(sp.r, (size_t)R * m), *dus = poisoned((size_t)B * m);
+    float *dz = poisoned((size_t)R * d), *dh0 = rand_away((size_t)B * d, 0.1, 1);
+    float *dh = copy_of(dh0, (size_t)B * d), *dW = poisoned((size_t)m * 2 * d), *db = poisoned(m);
+    CHECK_OK(be->ops->relu_bwd_tausum(be, sp.u, du, dus, B, T, m));
+    CHECK_OK(be->ops->linear_ld_bwd(be, sp.z, sp.W, 2 * d, du, dz, 0, dW, NULL, R, d, m));
+    CHECK_OK(be->ops->linear_ld_bwd(be, sp.h, sp.W + d, 2 * d, dus, dh, 1, dW + d, db, B, d, m));
+    CHECK(all_finite(dz, (size_t)R * d) && all_finite(dW, (size_t)m * 2 * d) && all_finite(db, m),
+          "split bottleneck backward left outputs unwritten");
+    for (size_t k = 0; k < (size_t)B * d; k++) dh[k] -= dh0[k];   /* keep what was added */
+    char name[64];
+    snprintf(name, sizeof name, "bn split B=%d T=%d d=%d m=%d dz", B, T, d, m);
+    fd_check(name, sp.z, dz, (size_t)R * d, bn_split_loss, 1e-2f);
+    snprintf(name, sizeof name, "bn split B=%d T=%d d=%d m=%d dh (accumulated)", B, T, d, m);
+    fd_check(name, sp.h, dh, (size_t)B * d, bn_split_loss, 1e-2f);
+    snprintf(name, sizeof name, "bn split B=%d T=%d d=%d m=%d dW", B, T, d, m);
+    fd_check(name, sp.W, dW, (size_t)m * 2 * d, bn_split_loss, 1e-2f);
+    snprintf(name, sizeof name, "bn split B=%d T=%d d=%d m=%d db", B, T, d, m);
+    fd_check(name, sp.b, db, m, bn_split_loss, 1e-2f);
+    float *bufs[] = {sp.z, sp.h, sp.W, sp.b, sp.hb, sp.u, sp.r, du, dus, dz, dh0, dh, dW, db};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+}
+
 int main(void) {
     CHECK_OK(dqn_backend_cpu_create(&be));
     if (!be) return check_finish("test_ops_fd");
@@ -443,6 +633,15 @@ int main(void) {
         test_quantile_huber(3, 4, 5, 3, three, (dqn_target_mode)mode, 1.0f, 1);
         test_quantile_huber(2, 5, 3, 3, mixed, (dqn_target_mode)mode, 0.5f, 1);
     }
+
+    test_heads(7, 5, 1, one);
+    test_heads(5, 9, 3, three);
+    test_grn_tail(7, 5);
+    test_grn_tail(3, 37);
+    test_iqn_mix(3, 4, 5, 1);
+    test_iqn_mix(2, 7, 33, 0);
+    test_bn_split(3, 4, 5, 6);
+    test_bn_split(2, 6, 16, 9);
 
     be->ops->destroy(be);
     return check_finish("test_ops_fd");

@@ -770,6 +770,357 @@ static void test_rand_uniform_multi(uint64_t step) {
     }
 }
 
+/* ---- fused ops of issue 3 ---- */
+
+/* relu of uniform(-1, 1): a post-ReLU hidden layer with some exact zeros */
+static float *rand_relu(size_t n) {
+    float *p = rand_f(n, -1, 1);
+    for (size_t i = 0; i < n; i++) p[i] = p[i] > 0 ? p[i] : 0.0f;
+    return p;
+}
+
+/* heads_fwd against naive double loops over the stacked hidden layer (each output within 1e-6
+ * of its |terms| sum), Z against dueling_fwd of its own V and Adv; l2_norm2 against l2_norm;
+ * heads_bwd against naive loops on the gradients clip_by_norm scales, dV and dAdv untouched. */
+static void test_heads_fused(int R, int H, int D, const int *sizes, int clip) {
+    dqn_branches br;
+    dqn_branches_init(&br, D, sizes);
+    const int A = br.A, H2 = 2 * H;
+    float *hva = rand_relu((size_t)R * H2), *Wv2 = rand_f(H, -1, 1), *bv2 = rand_f(1, -1, 1);
+    float *Wa2 = rand_f((size_t)A * H, -1, 1), *ba2 = rand_f(A, -1, 1);
+    float *V = poisoned(R), *Adv = poisoned((size_t)R * A), *Z = poisoned((size_t)R * A);
+    float *Zw = poisoned((size_t)R * A);
+    size_t most = (size_t)R * H2 > (size_t)(A + 1) * H ? (size_t)R * H2 : (size_t)(A + 1) * H;
+    double *want = xmalloc(sizeof(double) * most), *scale = xmalloc(sizeof(double) * most);
+    CHECK_OK(ops->heads_fwd(be, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, &br));
+    for (int r = 0; r < R; r++) {
+        double s = bv2[0], a = fabs(bv2[0]);
+        for (int j = 0; j < H; j++) s += (double)hva[(size_t)r * H2 + j] * Wv2[j],
+                                    a += fabs((double)hva[(size_t)r * H2 + j] * Wv2[j]);
+        want[r] = s, scale[r] = a;
+    }
+    double e = worst_err(V, want, scale, R, 1e-30);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < A; c++) {
+            double s = ba2[c], a = fabs(ba2[c]);
+            for (int j = 0; j < H; j++) {
+                double t = (double)hva[(size_t)r * H2 + H + j] * Wa2[(size_t)c * H + j];
+                s += t, a += fabs(t);
+            }
+            want[(size_t)r * A + c] = s, scale[(size_t)r * A + c] = a;
+        }
+    e = maxe(e, worst_err(Adv, want, scale, (size_t)R * A, 1e-30));
+    CHECK(e <= 1e-6, "heads_fwd R=%d H=%d A=%d: V/Adv error %.3g of the |terms| sum", R, H, A, e);
+    CHECK_OK(ops->dueling_fwd(be, V, Adv, Zw, R, &br));
+    CHECK(same_bytes(Z, Zw, (size_t)R * A * sizeof *Z), "heads_fwd: Z is not dueling_fwd(V, Adv)");
+
+    float *dV = rand_f(R, -1, 1), *dAdv = rand_f((size_t)R * A, -1, 1), norms[2] = {NAN, NAN};
+    float n0 = NAN, n1 = NAN;
+    CHECK_OK(ops->l2_norm2(be, dV, R, dAdv, (size_t)R * A, norms));
+    CHECK_OK(ops->l2_norm(be, dV, R, &n0));
+    CHECK_OK(ops->l2_norm(be, dAdv, (size_t)R * A, &n1));
+    CHECK(norms[0] == n0 && norms[1] == n1, "l2_norm2 differs from two l2_norm");
+    /* clip 1: both norms clipped; 2: only the advantage's (the bound between them); 0: off */
+    float max_norm = clip == 0 ? 0.0f : clip == 1 ? 0.5f * fminf(n0, n1) : 0.5f * (n0 + n1);
+    if (clip == 2 && n0 > n1) max_norm = 0.5f * (n0 + n1);
+    float *gV = copy_of(dV, R), *gA = copy_of(dAdv, (size_t)R * A);
+    float *dV0 = copy_of(dV, R), *dA0 = copy_of(dAdv, (size_t)R * A);
+    if (clip) {
+        CHECK_OK(ops->clip_by_norm(be, gV, R, &norms[0], max_norm));
+        CHECK_OK(ops->clip_by_norm(be, gA, (size_t)R * A, &norms[1], max_norm));
+    }
+    float *dhva = poisoned((size_t)R * H2), *dWv2 = poisoned(H), *dbv2 = poisoned(1);
+    float *dWa2 = poisoned((size_t)A * H), *dba2 = poisoned(A);
+    CHECK_OK(ops->heads_bwd(be, hva, Wv2, Wa2, dV, dAdv, clip ? norms : NULL, max_norm, dhva, dWv2,
+                            dbv2, dWa2, dba2, R, H, A));
+    CHECK(same_bytes(dV, dV0, (size_t)R * 4) && same_bytes(dAdv, dA0, (size_t)R * A * 4),
+          "heads_bwd wrote dV or dAdv");
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < H; j++) {
+            size_t i = (size_t)r * H2 + j;
+            double on = hva[i] > 0, ona = hva[i + H] > 0, s = 0, a = 0;
+            want[i] = (double)gV[r] * Wv2[j] * on, scale[i] = fabs(want[i]);
+            for (int c = 0; c < A; c++) {
+                double t = (double)gA[(size_t)r * A + c] * Wa2[(size_t)c * H + j];
+                s += t, a += fabs(t);
+            }
+            want[i + H] = s * ona, scale[i + H] = a * ona;
+        }
+    double eb = worst_err(dhva, want, scale, (size_t)R * H2, 1e-30);
+    for (int o = 0; o <= A; o++)
+        for (int j = 0; j < H; j++) {
+            double s = 0, a = 0;
+            for (int r = 0; r < R; r++) {
+                double g = o == 0 ? gV[r] : gA[(size_t)r * A + o - 1];
+                double t = g * hva[(size_t)r * H2 + (o == 0 ? 0 : H) + j];
+                s += t, a += fabs(t);
+            }
+            want[(size_t)o * H + j] = s, scale[(size_t)o * H + j] = a;
+        }
+    eb = maxe(eb, worst_err(dWv2, want, scale, H, 1e-30));
+    eb = maxe(eb, worst_err(dWa2, want + H, scale + H, (size_t)A * H, 1e-30));
+    for (int o = 0; o <= A; o++) {
+        double s = 0, a = 0;
+        for (int r = 0; r < R; r++) {
+            double g = o == 0 ? gV[r] : gA[(size_t)r * A + o - 1];
+            s += g, a += fabs(g);
+        }
+        want[o] = s, scale[o] = a;
+    }
+    eb = maxe(eb, worst_err(dbv2, want, scale, 1, 1e-30));
+    eb = maxe(eb, worst_err(dba2, want + 1, scale + 1, A, 1e-30));
+    CHECK(eb <= 1e-6, "heads_bwd R=%d H=%d A=%d clip %d: error %.3g of the |terms| sum", R, H, A,
+          clip, eb);
+    CHECK(ops->heads_bwd(be, hva, Wv2, Wa2, dV, dAdv, NULL, 1.0f, dhva, dWv2, dbv2, dWa2, dba2, R,
+                         H, A) == DQN_ERR_ARG,
+          "heads_bwd accepted a clip without norms");
+    printf("  heads fused R=%-4d H=%-3d A=%-2d clip %d ok\n", R, H, A, clip);
+    float *bufs[] = {hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, Zw, dV, dAdv, gV, gA, dV0, dA0, dhva,
+                     dWv2, dbv2, dWa2, dba2};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+    free(want);
+    free(scale);
+}
+
+/* the GRN tail's fused ops equal the unfused pairs bit for bit */
+static void test_grn_fused(int M, int d) {
+    size_t n = (size_t)M * d;
+    float *h = rand_f(n, -2, 2), *g = rand_f(2 * n, -3, 3), *gamma = rand_f(d, 0.5, 1.5);
+    float *beta = rand_f(d, -0.5, 0.5), *dy = rand_f(n, -1, 1);
+    float *r[2], *y[2], *mean[2], *rstd[2], *dres[2], *dg[2], *dgam[2], *dbet[2];
+    for (int k = 0; k < 2; k++) {
+        r[k] = poisoned(n), y[k] = poisoned(n), mean[k] = poisoned(M), rstd[k] = poisoned(M);
+        dres[k] = poisoned(n), dg[k] = poisoned(2 * n), dgam[k] = poisoned(d), dbet[k] = poisoned(d);
+    }
+    CHECK_OK(ops->gate_fwd(be, h, g, r[0], M, d));
+    CHECK_OK(ops->layernorm_fwd(be, r[0], gamma, beta, y[0], mean[0], rstd[0], M, d));
+    CHECK_OK(ops->grn_gate_ln_fwd(be, h, g, gamma, beta, r[1], y[1], mean[1], rstd[1], M, d));
+    CHECK(same_bytes(r[0], r[1], n * 4) && same_bytes(y[0], y[1], n * 4) &&
+              same_bytes(mean[0], mean[1], (size_t)M * 4) && same_bytes(rstd[0], rstd[1], (size_t)M * 4),
+          "grn_gate_ln_fwd M=%d d=%d differs from gate_fwd + layernorm_fwd", M, d);
+    float *dr = poisoned(n);
+    CHECK_OK(ops->layernorm_bwd(be, r[0], gamma, mean[0], rstd[0], dy, dr, dgam[0], dbet[0], M, d));
+    CHECK_OK(ops->gate_bwd(be, g, dr, dres[0], dg[0], M, d));
+    CHECK_OK(ops->grn_ln_gate_bwd(be, r[0], gamma, mean[0], rstd[0], g, dy, dres[1], dg[1], dgam[1],
+                                  dbet[1], M, d));
+    CHECK(same_bytes(dres[0], dres[1], n * 4) && same_bytes(dg[0], dg[1], 2 * n * 4) &&
+              same_bytes(dgam[0], dgam[1], (size_t)d * 4) && same_bytes(dbet[0], dbet[1], (size_t)d * 4),
+          "grn_ln_gate_bwd M=%d d=%d differs from layernorm_bwd + gate_bwd", M, d);
+    CHECK(ops->grn_ln_gate_bwd(be, r[0], gamma, mean[0], rstd[0], g, dy, dy, dg[1], dgam[1],
+                               dbet[1], M, d) == DQN_ERR_ARG,
+          "grn_ln_gate_bwd accepted dres == dy");
+    for (int k = 0; k < 2; k++) {
+        free(r[k]); free(y[k]); free(mean[k]); free(rstd[k]);
+        free(dres[k]); free(dg[k]); free(dgam[k]); free(dbet[k]);
+    }
+    free(h); free(g); free(gamma); free(beta); free(dy); free(dr);
+}
+
+/* the IQN mixing's fused ops equal the unfused sequences bit for bit */
+static void test_iqn_fused(int B, int T, int d) {
+    size_t nh = (size_t)B * d, nz = nh * T;
+    float *h = rand_f(nh, -1, 1), *phi = rand_relu(nz), *dcat = rand_f(2 * nz, -1, 1);
+    float *z[2], *cat[2], *dz[2], *dh[2], *dphi[2];
+    for (int k = 0; k < 2; k++) {
+        z[k] = poisoned(nz), cat[k] = poisoned(2 * nz), dz[k] = poisoned(nz);
+        dh[k] = poisoned(nh), dphi[k] = poisoned(nz);
+    }
+    CHECK_OK(ops->mul_bcast_fwd(be, h, phi, z[0], B, T, d));
+    CHECK_OK(ops->concat_bcast_fwd(be, z[0], h, cat[0], B, T, d));
+    CHECK_OK(ops->iqn_fwd(be, h, phi, z[1], cat[1], B, T, d));
+    CHECK(same_bytes(z[0], z[1], nz * 4) && same_bytes(cat[0], cat[1], 2 * nz * 4),
+          "iqn_fwd B=%d T=%d d=%d differs from mul_bcast_fwd + concat_bcast_fwd", B, T, d);
+    float *z2 = poisoned(nz);
+    CHECK_OK(ops->iqn_fwd(be, h, phi, z2, NULL, B, T, d));
+    CHECK(same_bytes(z[0], z2, nz * 4), "iqn_fwd without cat differs");
+    /* with the bottleneck: fill, concat_bcast_bwd, mul_bcast_bwd, axpy, relu_bwd */
+    float *dh2 = poisoned(nh);
+    CHECK_OK(ops->fill(be, dh2, 0.0f, nh));
+    CHECK_OK(ops->concat_bcast_bwd(be, dcat, dz[0], dh2, B, T, d));
+    CHECK_OK(ops->mul_bcast_bwd(be, h, phi, dz[0], dh[0], dphi[0], B, T, d));
+    CHECK_OK(ops->axpy(be, 1.0f, dh2, dh[0], nh));
+    CHECK_OK(ops->relu_bwd(be, phi, dphi[0], dphi[0], nz));
+    CHECK_OK(ops->iqn_bwd(be, dcat, h, phi, dz[1], dh[1], dphi[1], B, T, d));
+    CHECK(same_bytes(dz[0], dz[1], nz * 4) && same_bytes(dh[0], dh[1], nh * 4) &&
+              same_bytes(dphi[0], dphi[1], nz * 4),
+          "iqn_bwd B=%d T=%d d=%d (dcat) differs from the unfused sequence", B, T, d);
+    /* without: mul_bcast_bwd, relu_bwd, dz the input */
+    CHECK_OK(ops->mul_bcast_bwd(be, h, phi, z[0], dh[0], dphi[0], B, T, d));
+    CHECK_OK(ops->relu_bwd(be, phi, dphi[0], dphi[0], nz));
+    CHECK_OK(ops->iqn_bwd(be, NULL, h, phi, z[0], dh[1], dphi[1], B, T, d));
+    CHECK(same_bytes(dh[0], dh[1], nh * 4) && same_bytes(dphi[0], dphi[1], nz * 4) &&
+              same_bytes(z[0], z[1], nz * 4),
+          "iqn_bwd B=%d T=%d d=%d (no dcat) differs from mul_bcast_bwd + relu_bwd", B, T, d);
+    for (int k = 0; k < 2; k++) {
+        free(z[k]); free(cat[k]); free(dz[k]); free(dh[k]); free(dphi[k]);
+    }
+    free(h); free(phi); free(dcat); free(z2); free(dh2);
+}
+
+/* adam_target_step equals adam, target_update, step_incr bit for bit: hard copy due and not
+ * due, Polyak, skip; a refused argument changes nothing */
+static void test_adam_target_step(void) {
+    enum { n = 53 };
+    const struct { uint64_t step; int period; float tau; int32_t skip; } cases[] = {
+        {3, 4, 0.0f, 0}, {4, 4, 0.0f, 0}, {9, 0, 0.05f, 0}, {7, 2, 0.0f, 1}, {0, 0, 0.5f, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float *p = rand_f(n, -1, 1), *g = rand_f(n, -2, 2), *m = rand_f(n, -0.1, 0.1);
+        float *v = rand_f(n, 0, 0.01), *t = rand_f(n, -1, 1), gn = 14.0f;
+        float *p2 = copy_of(p, n), *m2 = copy_of(m, n), *v2 = copy_of(v, n), *t2 = copy_of(t, n);
+        uint64_t s1 = cases[c].step, s2 = cases[c].step;
+        int32_t skip = cases[c].skip;
+        CHECK_OK(ops->adam(be, p, g, m, v, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, &gn, 10.0f, &s1, &skip));
+        CHECK_OK(ops->target_update(be, t, p, n, cases[c].period, cases[c].tau, &s1));
+        CHECK_OK(ops->step_incr(be, &s1));
+        CHECK_OK(ops->adam_target_step(be, p2, g, m2, v2, t2, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                                       &gn, 10.0f, cases[c].period, cases[c].tau, &s2, &skip));
+        CHECK(s1 == s2 && same_bytes(p, p2, n * 4) && same_bytes(m, m2, n * 4) &&
+                  same_bytes(v, v2, n * 4) && same_bytes(t, t2, n * 4),
+              "adam_target_step case %zu differs from adam + target_update + step_incr", c);
+        CHECK(ops->adam_target_step(be, p2, g, m2, v2, t2, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, &gn,
+                                    10.0f, 0, 1.5f, &s2, NULL) == DQN_ERR_ARG,
+              "adam_target_step accepted tau 1.5");
+        CHECK(s1 == s2 && same_bytes(p, p2, n * 4) && same_bytes(t, t2, n * 4),
+              "a refused adam_target_step changed something");
+        free(p); free(g); free(m); free(v); free(t); free(p2); free(m2); free(v2); free(t2);
+    }
+}
+
+/* sample_draws equals sample_batch then rand_uniform_multi */
+static void test_sample_draws(int B, int obs, int D, uint64_t step) {
+    int cap = 3 * B;
+    float *o = rand_f((size_t)cap * obs, -1, 1), *no = rand_f((size_t)cap * obs, -1, 1);
+    float *R = rand_f(cap, -1, 1), *dc = rand_f(cap, 0, 1);
+    int32_t *act = xmalloc((size_t)cap * D * sizeof *act);
+    for (size_t i = 0; i < (size_t)cap * D; i++) act[i] = below(7);
+    uint32_t sz = (uint32_t)(cap - 5);
+    const dqn_sample_src src = {o, no, R, dc, act, &sz, obs, D};
+    int32_t *idx[2], *a[2];
+    float *x[2], *xn[2], *r[2], *d[2], *t[2][3];
+    const size_t tn[3] = {(size_t)B * 8, (size_t)B * 5, (size_t)B * 8};
+    for (int k = 0; k < 2; k++) {
+        idx[k] = xmalloc((size_t)B * 4), a[k] = xmalloc((size_t)B * D * 4);
+        x[k] = poisoned((size_t)B * obs), xn[k] = poisoned((size_t)B * obs);
+        r[k] = poisoned(B), d[k] = poisoned(B);
+        for (int q = 0; q < 3; q++) t[k][q] = poisoned(tn[q]);
+    }
+    for (int k = 0; k < 2; k++) {
+        const dqn_sample_dst dst = {idx[k], a[k], x[k], xn[k], r[k], d[k]};
+        const dqn_draws dr = {3, {t[k][0], t[k][1], t[k][2]}, {tn[0], tn[1], tn[2]},
+                              {DQN_STREAM_TAU_ONLINE, DQN_STREAM_TAU_TARGET, DQN_STREAM_TAU_SELECT},
+                              {tn[0], tn[1], tn[2]}};
+        if (k == 0) {
+            CHECK_OK(ops->sample_batch(be, &src, &dst, B, 5, &step));
+            CHECK_OK(ops->rand_uniform_multi(be, &dr, 5, &step));
+        } else {
+            CHECK_OK(ops->sample_draws(be, &src, &dst, B, &dr, 5, &step));
+        }
+    }
+    int ok = same_bytes(idx[0], idx[1], (size_t)B * 4) && same_bytes(a[0], a[1], (size_t)B * D * 4) &&
+             same_bytes(x[0], x[1], (size_t)B * obs * 4) && same_bytes(xn[0], xn[1], (size_t)B * obs * 4) &&
+             same_bytes(r[0], r[1], (size_t)B * 4) && same_bytes(d[0], d[1], (size_t)B * 4);
+    for (int q = 0; q < 3; q++) ok &= same_bytes(t[0][q], t[1][q], tn[q] * 4);
+    CHECK(ok, "sample_draws (B %d, step %llu) differs from sample_batch + rand_uniform_multi", B,
+          (unsigned long long)step);
+    free(o); free(no); free(R); free(dc); free(act);
+    for (int k = 0; k < 2; k++) {
+        free(idx[k]); free(a[k]); free(x[k]); free(xn[k]); free(r[k]); free(d[k]);
+        for (int q = 0; q < 3; q++) free(t[k][q]);
+    }
+}
+
+/* linear_ld_fwd / linear_ld_bwd on a column block of a wider matrix (ldw > K) against naive
+ * loops; the columns of dW's rows past K are left alone, and acc_dx adds to dX */
+static void test_linear_ld(int M, int K, int N, int ldw) {
+    float *X = rand_f((size_t)M * K, -1, 1), *Wf = rand_f((size_t)N * ldw, -1, 1);
+    float *b = rand_f(N, -0.5, 0.5), *dY = rand_f((size_t)M * N, -1, 1);
+    float *Y = poisoned((size_t)M * N), *dX = rand_f((size_t)M * K, -1, 1);
+    float *dX0 = copy_of(dX, (size_t)M * K), *dWf = rand_f((size_t)N * ldw, -1, 1);
+    float *dWf0 = copy_of(dWf, (size_t)N * ldw), *db = poisoned(N);
+    size_t most = (size_t)M * (K > N ? K : N) + (size_t)N * K;
+    double *want = xmalloc(sizeof(double) * most), *scale = xmalloc(sizeof(double) * most);
+    CHECK_OK(ops->linear_ld_fwd(be, X, Wf, ldw, b, Y, M, K, N, DQN_ACT_RELU));
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = b[n], a = fabs(b[n]);
+            for (int k = 0; k < K; k++) {
+                double t = (double)X[(size_t)m * K + k] * Wf[(size_t)n * ldw + k];
+                s += t, a += fabs(t);
+            }
+            want[(size_t)m * N + n] = s > 0 ? s : 0, scale[(size_t)m * N + n] = a;
+        }
+    double e = worst_err(Y, want, scale, (size_t)M * N, 1e-30);
+    CHECK(e <= 1e-5, "linear_ld_fwd M=%d K=%d N=%d ldw=%d: error %.3g", M, K, N, ldw, e);
+    CHECK_OK(ops->linear_ld_bwd(be, X, Wf, ldw, dY, dX, 1, dWf, db, M, K, N));
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) {
+            double s = dX0[(size_t)m * K + k], a = fabs(s);
+            for (int n = 0; n < N; n++) {
+                double t = (double)dY[(size_t)m * N + n] * Wf[(size_t)n * ldw + k];
+                s += t, a += fabs(t);
+            }
+            want[(size_t)m * K + k] = s, scale[(size_t)m * K + k] = a;
+        }
+    e = worst_err(dX, want, scale, (size_t)M * K, 1e-30);
+    int kept = 1;
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < ldw; k++) {
+            size_t i = (size_t)n * ldw + k;
+            if (k >= K) {
+                kept &= dWf[i] == dWf0[i];
+                continue;
+            }
+            double s = 0, a = 0;
+            for (int m = 0; m < M; m++) {
+                double t = (double)dY[(size_t)m * N + n] * X[(size_t)m * K + k];
+                s += t, a += fabs(t);
+            }
+            e = maxe(e, fabs(dWf[i] - s) / (a + 1e-30));
+        }
+    for (int n = 0; n < N; n++) {
+        double s = 0, a = 0;
+        for (int m = 0; m < M; m++) s += dY[(size_t)m * N + n], a += fabs(dY[(size_t)m * N + n]);
+        e = maxe(e, fabs(db[n] - s) / (a + 1e-30));
+    }
+    CHECK(e <= 1e-5 && kept, "linear_ld_bwd M=%d K=%d N=%d ldw=%d: error %.3g, other columns kept %d",
+          M, K, N, ldw, e, kept);
+    CHECK(ops->linear_ld_fwd(be, X, Wf, K - 1, b, Y, M, K, N, DQN_ACT_NONE) == DQN_ERR_ARG,
+          "linear_ld_fwd accepted ldw < K");
+    free(X); free(Wf); free(b); free(dY); free(Y); free(dX); free(dX0); free(dWf); free(dWf0);
+    free(db); free(want); free(scale);
+}
+
+/* the split bottleneck equals the concatenated one: ReLU(W_bn [z ; h] + b) two ways, and
+ * relu_bwd_tausum equals relu_bwd then per-sample sums in tau order */
+static void test_bn_split(int B, int T, int d, int m) {
+    size_t R = (size_t)B * T, nz = R * d;
+    float *z = rand_f(nz, -1, 1), *h = rand_f((size_t)B * d, -1, 1);
+    float *W = rand_f((size_t)m * 2 * d, -1, 1), *b = rand_f(m, -0.5, 0.5);
+    float *cat = poisoned(2 * nz), *u0 = poisoned(R * m), *u1 = poisoned(R * m), *hb = poisoned((size_t)B * m);
+    CHECK_OK(ops->concat_bcast_fwd(be, z, h, cat, B, T, d));
+    CHECK_OK(ops->linear_act_fwd(be, cat, W, b, u0, (int)R, 2 * d, m, DQN_ACT_RELU));
+    CHECK_OK(ops->linear_ld_fwd(be, h, W + d, 2 * d, b, hb, B, d, m, DQN_ACT_NONE));
+    CHECK_OK(ops->linear_ld_fwd(be, z, W, 2 * d, NULL, u1, (int)R, d, m, DQN_ACT_NONE));
+    CHECK_OK(ops->bcast_add_act(be, hb, u1, B, T, m, DQN_ACT_RELU));
+    double e = 0;
+    for (size_t i = 0; i < R * m; i++) e = maxe(e, fabs(u1[i] - u0[i]));
+    CHECK(e <= 1e-5 * d, "split bottleneck B=%d T=%d d=%d m=%d: max |split - concat| %.3g", B, T, d,
+          m, e);
+    float *du = rand_f(R * m, -1, 1), *du0 = copy_of(du, R * m), *dus = poisoned((size_t)B * m);
+    CHECK_OK(ops->relu_bwd(be, u1, du0, du0, R * m));
+    CHECK_OK(ops->relu_bwd_tausum(be, u1, du, dus, B, T, m));
+    int same = same_bytes(du, du0, R * m * 4);
+    for (int s = 0; s < B; s++)
+        for (int k = 0; k < m; k++) {
+            float acc = 0.0f;
+            for (int i = 0; i < T; i++) acc += du0[((size_t)s * T + i) * m + k];
+            same &= dus[(size_t)s * m + k] == acc;
+        }
+    CHECK(same, "relu_bwd_tausum differs from relu_bwd and per-sample sums");
+    free(z); free(h); free(W); free(b); free(cat); free(u0); free(u1); free(hb); free(du);
+    free(du0); free(dus);
+}
+
 static void test_errors(void) {
     float x[4] = {1, 2, 3, 4}, y[4];
     CHECK(ops->linear_fwd(be, x, x, NULL, y, 0, 2, 2) == DQN_ERR_ARG, "linear_fwd accepted M = 0");
@@ -841,6 +1192,23 @@ int main(void) {
     test_sample_batch(300, 300, 64, 9, 3, 12345);
     test_rand_uniform_multi(0);
     test_rand_uniform_multi(41);
+    static const int heads1[] = {2}, heads3[] = {3, 5, 5};
+    test_heads_fused(13, 7, 1, heads1, 0);
+    test_heads_fused(37, 33, 3, heads3, 1);
+    test_heads_fused(64, 64, 3, heads3, 2);
+    test_heads_fused(5, 1, 1, heads1, 1);
+    test_grn_fused(9, 21);
+    test_grn_fused(33, 64);
+    test_iqn_fused(3, 5, 7);
+    test_iqn_fused(4, 8, 64);
+    test_adam_target_step();
+    test_sample_draws(32, 4, 1, 0);
+    test_sample_draws(17, 9, 3, 777);
+    test_linear_ld(13, 7, 5, 16);
+    test_linear_ld(97, 64, 33, 128);
+    test_linear_ld(8, 9, 3, 9);
+    test_bn_split(3, 5, 8, 6);
+    test_bn_split(4, 8, 64, 32);
     test_errors();
 
     ops->destroy(be);

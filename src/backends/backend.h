@@ -223,6 +223,89 @@ typedef struct dqn_ops {
     dqn_status (*rand_uniform_multi)(dqn_backend *be, const dqn_draws *d, uint64_t seed,
                                      const uint64_t *step);
 
+    /* ---- fused ops (issue 3): each stands for a sequence of the ops above (named in its
+     * comment), in as few kernels as its dependencies allow on CUDA. On the CPU each is the
+     * reference: the unfused sequence bit for bit where a comment says so, else naive loops
+     * with double accumulators. ---- */
+
+    /* Dueling heads after the stacked hidden layer hva [R, 2H] = ReLU(u [v1.W; a1.W]^T +
+     * [v1.b; a1.b]) (value hidden in columns 0:H, advantage hidden in H:2H): V [R] =
+     * hva[:, 0:H] Wv2^T + bv2 (Wv2 [1, H], bv2 [1]); Adv [R, A] = hva[:, H:2H] Wa2^T + ba2
+     * (Wa2 [A, H], ba2 [A]); Z = dueling_fwd(V, Adv). V, Adv and Z are all written. */
+    dqn_status (*heads_fwd)(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
+                            const float *Wa2, const float *ba2, float *V, float *Adv, float *Z,
+                            int R, int H, const dqn_branches *br);
+    /* norms[0] = l2_norm(x0, n0), norms[1] = l2_norm(x1, n1) */
+    dqn_status (*l2_norm2)(dqn_backend *be, const float *x0, size_t n0, const float *x1,
+                           size_t n1, float *norms);
+    /* The heads' backward from dV [R] and dAdv [R, A] (dueling_bwd's outputs) down to the stacked
+     * hidden layer's pre-activation, with the head-gradient clip: dV and dAdv are read (not
+     * written) and scaled by the factors clip_by_norm(dV, R, norms + 0, max_norm) and
+     * clip_by_norm(dAdv, R*A, norms + 1, max_norm) would apply (max_norm 0: none; norms may then
+     * be NULL); call the scaled values gV, gA. With hv = hva[:, 0:H], ha = hva[:, H:2H]:
+     * dhva[:, 0:H] = (gV Wv2) * (hv > 0), dhva[:, H:2H] = (gA Wa2) * (ha > 0) (written);
+     * dWv2 = gV^T hv, dbv2 = sum gV, dWa2 = gA^T ha, dba2 = column sums of gA (overwritten). */
+    dqn_status (*heads_bwd)(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
+                            const float *dV, const float *dAdv, const float *norms,
+                            float max_norm, float *dhva, float *dWv2, float *dbv2, float *dWa2,
+                            float *dba2, int R, int H, int A);
+    /* GRN tail, forward: gate_fwd(h, g) -> r, then layernorm_fwd(r) -> y, mean, rstd.
+     * Bit-identical to the two ops. */
+    dqn_status (*grn_gate_ln_fwd)(dqn_backend *be, const float *h, const float *g,
+                                  const float *gamma, const float *beta, float *r, float *y,
+                                  float *mean, float *rstd, int M, int d);
+    /* GRN tail, backward: layernorm_bwd(r, gamma, mean, rstd, dy) -> dr, dgamma, dbeta
+     * (overwritten), then gate_bwd(g, dr) -> dres = dr (the residual's gradient w.r.t. h), dg
+     * [M, 2d]. dres and dg must not alias dy. Bit-identical to the two ops. */
+    dqn_status (*grn_ln_gate_bwd)(dqn_backend *be, const float *r, const float *gamma,
+                                  const float *mean, const float *rstd, const float *g,
+                                  const float *dy, float *dres, float *dg, float *dgamma,
+                                  float *dbeta, int M, int d);
+    /* IQN mixing, forward: z = mul_bcast_fwd(h, phi); when cat is not NULL also
+     * cat = concat_bcast_fwd(z, h). Bit-identical to the ops. */
+    dqn_status (*iqn_fwd)(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
+                          int B, int T, int d);
+    /* IQN mixing, backward down to phi's pre-activation. With dcat [B*T, 2d] (the bottleneck's
+     * input gradient) it stands for fill(dh2, 0), concat_bcast_bwd(dcat) -> dz (written), dh2;
+     * mul_bcast_bwd(h, phi, dz) -> dh, dphi; axpy(1, dh2, dh); relu_bwd(phi, dphi). With dcat
+     * NULL, dz is the input and it is mul_bcast_bwd then relu_bwd. So dh [B, d] = sum_i dz * phi
+     * (+ sum_i dcat[:, d:2d]) and dphi = dz * h * (phi > 0) (phi is post-ReLU). Bit-identical to
+     * the sequence. */
+    dqn_status (*iqn_bwd)(dqn_backend *be, const float *dcat, const float *h, const float *phi,
+                          float *dz, float *dh, float *dphi, int B, int T, int d);
+    /* The optimizer step: adam(p, g, m, v, n, ..., gnorm, max_norm, step, skip), then
+     * target_update(target, p, n, period, tau, step), then step_incr(step). Bit-identical to the
+     * three ops. */
+    dqn_status (*adam_target_step)(dqn_backend *be, float *p, const float *g, float *m, float *v,
+                                   float *target, size_t n, float lr, float beta1, float beta2,
+                                   float eps, float wd, const float *gnorm, float max_norm,
+                                   int period, float tau, uint64_t *step, const int32_t *skip);
+    /* sample_batch(src, dst, B, seed, step), then rand_uniform_multi(d, seed, step); the same
+     * draws */
+    dqn_status (*sample_draws)(dqn_backend *be, const dqn_sample_src *src,
+                               const dqn_sample_dst *dst, int B, const dqn_draws *d,
+                               uint64_t seed, const uint64_t *step);
+
+    /* The bottleneck split: W_bn [z ; h] = W_bn[:, 0:d] z + W_bn[:, d:2d] h, and h is per
+     * sample, so its half runs on B rows instead of B*T. W below is a column block of a row-major
+     * matrix whose rows are ldw >= K floats apart. */
+    /* Y[M, N] = act(X[M, K] W^T + b) (b may be NULL), W [N, K] with row stride ldw */
+    dqn_status (*linear_ld_fwd)(dqn_backend *be, const float *X, const float *W, int ldw,
+                                const float *b, float *Y, int M, int K, int N, dqn_act act);
+    /* dX[M, K] = dY W, or dX += dY W when acc_dx (skipped when dX is NULL); dW [N, K] (row
+     * stride ldw) = dY^T X (skipped when NULL); db[N] = column sums of dY (skipped when NULL).
+     * dW and db are overwritten. */
+    dqn_status (*linear_ld_bwd)(dqn_backend *be, const float *X, const float *W, int ldw,
+                                const float *dY, float *dX, int acc_dx, float *dW, float *db,
+                                int M, int K, int N);
+    /* Y[s*T + i, :] = act(Y[s*T + i, :] + hb[s, :]) in place, hb [B, N], Y [B*T, N] */
+    dqn_status (*bcast_add_act)(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
+                                dqn_act act);
+    /* relu_bwd(u, du) -> du in place (u the ReLU's output), then dus[s, :] = sum_i du[s*T + i, :]
+     * (in tau order), dus [B, N] written */
+    dqn_status (*relu_bwd_tausum)(dqn_backend *be, const float *u, float *du, float *dus, int B,
+                                  int T, int N);
+
     /* ---- graph capture: NULL on backends that run ops eagerly (CPU). The model records each
      * stage (forward, IQN/aux, backward, optimizer) between capture_begin and capture_end, then
      * graph_compose makes one executable graph of the stages as child graphs. ---- */

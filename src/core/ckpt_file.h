@@ -1,7 +1,7 @@
 /* Checkpoint container: named byte sections behind a versioned header, sealed by a CRC-32.
  *
  * Layout (integers little-endian, no padding):
- *   "DQNCKPT\0"  uint32 version (1)  uint32 section count
+ *   "DQNCKPT\0"  uint32 version (2)  uint32 section count
  *   per section: char name[32] (NUL-padded)  uint64 size  size bytes
  *   uint32 CRC-32 of every byte before it
  *
@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include "dqn.h"
 
-#define DQN_CKPT_VERSION 1u
+/* 2: the parameter layout stacks the heads' v1 and a1 tensors (issue 3); a version-1 file's
+ * parameters would load into the wrong tensors, so it is refused */
+#define DQN_CKPT_VERSION 2u
 #define DQN_CKPT_NAME_MAX 32 /* bytes of a section name, its NUL included */
 
 typedef struct dqn_ckpt_writer dqn_ckpt_writer;

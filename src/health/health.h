@@ -40,8 +40,11 @@ typedef struct {
     int i_scale;                 /* slot s's scale (EMA of max |x|) is i_scale + s */
 } dqn_health_table;
 
-/* The slots of one update of a model with layout L, batch B, N online and Nt target taus. */
-dqn_status dqn_health_table_build(dqn_health_table *t, const dqn_layout *L, int B, int N, int Nt);
+/* The slots of one update of a model with layout L, batch B, N online and Nt target taus; split:
+ * the online pass splits the bottleneck (no concat buffer: d_concat is then the h half's
+ * gradient summed over taus, [B, m], and d_z, the z half's, is a clamp point too). */
+dqn_status dqn_health_table_build(dqn_health_table *t, const dqn_layout *L, int B, int N, int Nt,
+                                  int split);
 int dqn_health_slot_find(const dqn_health_table *t, const char *name);   /* -1 if none */
 
 dqn_status dqn_health_mode_parse(const char *s, dqn_health_mode *out);

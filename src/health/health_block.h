@@ -115,6 +115,9 @@ typedef struct {
     int defer;
     void *const *deferred;
     int n_deferred;
+    /* The counter was incremented before this plan runs (by the fused optimizer op): the update
+     * it records is *step - 1. */
+    int step_after;
 } dqn_hplan_desc;
 
 #endif

@@ -57,7 +57,8 @@ static int grad_order(const dqn_layout *L, int *order) {
     return n;
 }
 
-dqn_status dqn_health_table_build(dqn_health_table *t, const dqn_layout *L, int B, int N, int Nt) {
+dqn_status dqn_health_table_build(dqn_health_table *t, const dqn_layout *L, int B, int N, int Nt,
+                                  int split) {
     memset(t, 0, sizeof *t);
     const dqn_arch *a = &L->arch;
     int Lb = a->grn_blocks, m = a->bottleneck, D = a->br.D, A = a->br.A;
@@ -93,10 +94,9 @@ dqn_status dqn_health_table_build(dqn_health_table *t, const dqn_layout *L, int 
     }
     t->phi = add_slot(t, "phi", "forward", R * d, 0, -1, "ReLU(W_phi cos + b) [B*N, d]");
     t->z = add_slot(t, "z", "forward", R * d, 0, -1, "h * phi [B*N, d]");
-    if (m > 0) {
-        t->cat = add_slot(t, "concat", "forward", R * 2 * d, 0, -1, "[z ; h] [B*N, 2d]");
-        t->bn_out = add_slot(t, "bn.out", "forward", R * (size_t)m, 0, -1, "u [B*N, m]");
-    }
+    split = split && m > 0;
+    if (m > 0 && !split) t->cat = add_slot(t, "concat", "forward", R * 2 * d, 0, -1, "[z ; h] [B*N, 2d]");
+    if (m > 0) t->bn_out = add_slot(t, "bn.out", "forward", R * (size_t)m, 0, -1, "u [B*N, m]");
     t->value = add_slot(t, "value_logits", "forward", R, 0, -1, "V [B*N, 1]");
     t->adv = add_slot(t, "adv_logits", "forward", R * (size_t)A, 0, -1, "A [B*N, A]");
     t->Z = add_slot(t, "Z", "forward", R * (size_t)A, 0, -1, "Z [B*N, A]");
@@ -106,10 +106,14 @@ dqn_status dqn_health_table_build(dqn_health_table *t, const dqn_layout *L, int 
     t->dZ = add_slot(t, "d_Z", "backward", R * (size_t)A, 0, -1, "dL/dZ [B*N, A]");
     t->d_value = add_slot(t, "d_value_logits", "backward", R, 1, t->i_q, "dV [B*N, 1]");
     t->d_adv = add_slot(t, "d_adv_logits", "backward", R * (size_t)A, 1, t->i_q, "dA [B*N, A]");
-    if (m > 0)
+    if (m > 0 && split)
+        t->d_concat = add_slot(t, "d_concat", "backward", Bs * (size_t)m, 1, t->i_rms_dcat,
+                               "d[z ; h]'s h half before its GEMM, sum over taus [B, m]");
+    else if (m > 0)
         t->d_concat = add_slot(t, "d_concat", "backward", R * 2 * d, 1, t->i_rms_dcat,
                                "d[z ; h] [B*N, 2d]");
-    t->d_z = add_slot(t, "d_z", "backward", R * d, 0, -1, "dz [B*N, d]");
+    t->d_z = add_slot(t, "d_z", "backward", R * d, split, -1,
+                      split ? "dz, d[z ; h]'s z half [B*N, d]" : "dz [B*N, d]");
     t->d_trunk = add_slot(t, "d_trunk", "backward", Bs * d, 1,
                           Lb > 0 ? t->i_ln[Lb - 1] : t->i_rms_dtrunk,
                           "dh%d, IQN path -> trunk [B, d]", Lb);

@@ -10,8 +10,9 @@
 /* 16 floats = 64 bytes: every tensor starts on a cache line / 16-byte vector boundary. */
 #define ALIGN_FLOATS 16
 
-static size_t add_tensor(dqn_layout *L, const char *name, int rows, int cols, int fan_in,
-                         float init) {
+/* packed: the next tensor follows with no padding (the halves of a stacked layer) */
+static size_t add_tensor_at(dqn_layout *L, const char *name, int rows, int cols, int fan_in,
+                            float init, int packed) {
     dqn_tensor *t = &L->t[L->n_tensors++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->rows = rows;
@@ -20,8 +21,13 @@ static size_t add_tensor(dqn_layout *L, const char *name, int rows, int cols, in
     t->offset = L->n_params;
     t->fan_in = fan_in;
     t->init_value = init;
-    L->n_params += (t->size + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+    L->n_params += packed ? t->size : (t->size + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
     return t->offset;
+}
+
+static size_t add_tensor(dqn_layout *L, const char *name, int rows, int cols, int fan_in,
+                         float init) {
+    return add_tensor_at(L, name, rows, cols, fan_in, init, 0);
 }
 
 static dqn_lin add_linear(dqn_layout *L, const char *prefix, int out, int in) {
@@ -64,10 +70,17 @@ dqn_status dqn_layout_build(dqn_layout *L, const dqn_arch *a) {
     L->phi = add_linear(L, "phi", d, a->n_cos);
     if (a->bottleneck > 0) L->bn = add_linear(L, "bn", a->bottleneck, 2 * d);
     L->u = a->bottleneck > 0 ? a->bottleneck : d;
-    L->v1 = add_linear(L, "v1", a->head_hidden, L->u);
-    L->v2 = add_linear(L, "v2", 1, a->head_hidden);
-    L->a1 = add_linear(L, "a1", a->head_hidden, L->u);
-    L->a2 = add_linear(L, "a2", a->br.A, a->head_hidden);
+    /* v1 and a1 stacked: v1.W then a1.W, v1.b then a1.b, each pair with no gap, so that both
+     * heads' hidden layers are one linear layer va ([2H, u], [2H]) */
+    const int H = a->head_hidden, U = L->u;
+    L->v1 = L->a1 = L->va = (dqn_lin){0, 0, H, U};
+    L->va.out = 2 * H;
+    L->va.W = L->v1.W = add_tensor_at(L, "v1.W", H, U, U, 0.0f, 1);
+    L->a1.W = add_tensor_at(L, "a1.W", H, U, U, 0.0f, 0);
+    L->va.b = L->v1.b = add_tensor_at(L, "v1.b", H, 0, U, 0.0f, 1);
+    L->a1.b = add_tensor_at(L, "a1.b", H, 0, U, 0.0f, 0);
+    L->v2 = add_linear(L, "v2", 1, H);
+    L->a2 = add_linear(L, "a2", a->br.A, H);
     return DQN_OK;
 }
 

@@ -30,6 +30,7 @@ typedef struct {
     dqn_arch arch;
     int u;                              /* head input width: bottleneck or d */
     dqn_lin in, phi, bn, v1, v2, a1, a2;
+    dqn_lin va;                         /* v1 and a1 stacked: [2H, u] (v1.W then a1.W), [2H] */
     dqn_grn_offsets grn[DQN_MAX_GRN];
     dqn_tensor t[DQN_MAX_TENSORS];
     int n_tensors;

@@ -15,10 +15,12 @@ static void ffree(dqn_backend *be, void *p) {
     if (p) be->ops->free(be, p);
 }
 
-dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B, int T) {
+static dqn_status fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B, int T,
+                           int split_rows) {
     memset(f, 0, sizeof *f);
     f->B = B;
     f->T = T;
+    f->split = L->arch.bottleneck > 0 && (size_t)B * (size_t)T >= (size_t)split_rows;
     const dqn_arch *a = &L->arch;
     size_t d = (size_t)a->d, R = (size_t)B * (size_t)T, H = (size_t)a->head_hidden;
     size_t A = (size_t)a->br.A;
@@ -34,15 +36,24 @@ dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B
     DQN_TRY(falloc(be, &f->phi, R * d));
     DQN_TRY(falloc(be, &f->z, R * d));
     if (a->bottleneck > 0) {
-        DQN_TRY(falloc(be, &f->cat, R * 2 * d));
+        if (f->split) DQN_TRY(falloc(be, &f->hb, (size_t)B * (size_t)a->bottleneck));
+        else DQN_TRY(falloc(be, &f->cat, R * 2 * d));
         DQN_TRY(falloc(be, &f->u, R * (size_t)a->bottleneck));
     }
-    DQN_TRY(falloc(be, &f->hv, R * H));
-    DQN_TRY(falloc(be, &f->ha, R * H));
+    DQN_TRY(falloc(be, &f->hva, R * 2 * H));
     DQN_TRY(falloc(be, &f->V, R));
     DQN_TRY(falloc(be, &f->Adv, R * A));
     DQN_TRY(falloc(be, &f->Z, R * A));
     return DQN_OK;
+}
+
+int dqn_online_pass_split(int bottleneck, int B, int N, int K, int split_rows) {
+    size_t rows = (size_t)(K == N ? 2 : 1) * (size_t)B * (size_t)N;
+    return bottleneck > 0 && rows >= (size_t)(split_rows > 0 ? split_rows : DQN_BN_SPLIT_ROWS);
+}
+
+dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B, int T) {
+    return fwd_alloc(be, L, f, B, T, DQN_BN_SPLIT_ROWS);
 }
 
 void dqn_fwd_free(dqn_backend *be, dqn_fwd *f) {
@@ -51,12 +62,14 @@ void dqn_fwd_free(dqn_backend *be, dqn_fwd *f) {
         ffree(be, f->e[l]); ffree(be, f->g[l]); ffree(be, f->r[l]);
         ffree(be, f->mean[l]); ffree(be, f->rstd[l]);
     }
-    ffree(be, f->C); ffree(be, f->phi); ffree(be, f->z); ffree(be, f->cat); ffree(be, f->u);
-    ffree(be, f->hv); ffree(be, f->ha); ffree(be, f->V); ffree(be, f->Adv); ffree(be, f->Z);
+    ffree(be, f->C); ffree(be, f->phi); ffree(be, f->z); ffree(be, f->cat); ffree(be, f->hb);
+    ffree(be, f->u);
+    ffree(be, f->hva); ffree(be, f->V); ffree(be, f->Adv); ffree(be, f->Z);
     memset(f, 0, sizeof *f);
 }
 
-static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, int B, int T) {
+static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, int B, int T,
+                           int split) {
     memset(w, 0, sizeof *w);
     const dqn_arch *a = &L->arch;
     size_t d = (size_t)a->d, R = (size_t)B * (size_t)T, H = (size_t)a->head_hidden;
@@ -64,17 +77,15 @@ static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, in
     DQN_TRY(falloc(be, &w->dZ, R * A));
     DQN_TRY(falloc(be, &w->dV, R));
     DQN_TRY(falloc(be, &w->dAdv, R * A));
-    DQN_TRY(falloc(be, &w->dhv, R * H));
-    DQN_TRY(falloc(be, &w->dha, R * H));
+    DQN_TRY(falloc(be, &w->dhva, R * 2 * H));
     DQN_TRY(falloc(be, &w->du, R * U));
-    DQN_TRY(falloc(be, &w->du2, R * U));
-    if (a->bottleneck > 0) DQN_TRY(falloc(be, &w->dcat, R * 2 * d));
+    if (a->bottleneck > 0 && split) DQN_TRY(falloc(be, &w->dus, (size_t)B * U));
+    else if (a->bottleneck > 0) DQN_TRY(falloc(be, &w->dcat, R * 2 * d));
     DQN_TRY(falloc(be, &w->dz, R * d));
     DQN_TRY(falloc(be, &w->dphi, R * d));
     DQN_TRY(falloc(be, &w->dh, (size_t)B * d));
     DQN_TRY(falloc(be, &w->dh2, (size_t)B * d));
     for (int l = 0; l < L->arch.grn_blocks; l++) DQN_TRY(falloc(be, &w->dh_in[l], (size_t)B * d));
-    DQN_TRY(falloc(be, &w->dr, (size_t)B * d));
     DQN_TRY(falloc(be, &w->de, (size_t)B * d));
     DQN_TRY(falloc(be, &w->dg, (size_t)B * 2 * d));
     DQN_TRY(falloc(be, &w->norms, 2));
@@ -89,7 +100,8 @@ static void bwd_free(dqn_backend *be, dqn_bwd *w) {
 
 /* ---------------------------------------------------------------- forward */
 
-/* Health slot written: faults and inline checks (model_health.c); nothing without a model. */
+/* Health slot written: faults and inline checks (model_health.c); nothing without a model. The
+ * slot is the pass's first hB samples (the online pass on x, also when x' shares the pass). */
 #define SLOT(hm, field, buf, n)                                                          \
     do {                                                                                 \
         if ((hm) && (hm)->h.mode != DQN_HEALTH_OFF)                                      \
@@ -100,6 +112,8 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
                        const float *tau, dqn_fwd *f, int B, int T, dqn_model *hm) {
     const dqn_arch *a = &L->arch;
     int d = a->d, H = a->head_hidden, R = B * T, A = a->br.A;
+    /* the slots cover the online pass on x: its first hB samples */
+    size_t hB = hm ? (size_t)hm->ucfg.B : (size_t)B, hR = hB * (size_t)T;
     /* trunk: h0 = W_in x + b_in; GRN blocks */
     DQN_TRY(OPS->linear_fwd(be, x, P + L->in.W, P + L->in.b, f->h[0], B, a->obs_dim, d));
     for (int l = 0; l < a->grn_blocks; l++) {
@@ -107,37 +121,41 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
         DQN_TRY(OPS->linear_fwd(be, f->h[l], P + g->a.W, P + g->a.b, f->e[l], B, d, d));
         DQN_TRY(OPS->elu_fwd(be, f->e[l], f->e[l], (size_t)B * d));
         DQN_TRY(OPS->linear_fwd(be, f->e[l], P + g->b.W, P + g->b.b, f->g[l], B, d, 2 * d));
-        DQN_TRY(OPS->gate_fwd(be, f->h[l], f->g[l], f->r[l], B, d));
-        DQN_TRY(OPS->layernorm_fwd(be, f->r[l], P + g->gamma, P + g->beta, f->h[l + 1],
-                                   f->mean[l], f->rstd[l], B, d));
-        SLOT(hm, grn_out[l], f->h[l + 1], (size_t)B * d);
+        DQN_TRY(OPS->grn_gate_ln_fwd(be, f->h[l], f->g[l], P + g->gamma, P + g->beta, f->r[l],
+                                     f->h[l + 1], f->mean[l], f->rstd[l], B, d));
+        SLOT(hm, grn_out[l], f->h[l + 1], hB * d);
     }
     const float *h = f->h[a->grn_blocks];
     /* IQN: phi = ReLU(W_phi cos(pi k tau) + b_phi), z = h * phi */
     DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
     DQN_TRY(OPS->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
                                 DQN_ACT_RELU));
-    SLOT(hm, phi, f->phi, (size_t)R * d);
-    DQN_TRY(OPS->mul_bcast_fwd(be, h, f->phi, f->z, B, T, d));
-    SLOT(hm, z, f->z, (size_t)R * d);
-    const float *u = f->z;
-    if (a->bottleneck > 0) {
-        DQN_TRY(OPS->concat_bcast_fwd(be, f->z, h, f->cat, B, T, d));
-        SLOT(hm, cat, f->cat, (size_t)R * 2 * d);
-        DQN_TRY(OPS->linear_act_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d,
-                                    a->bottleneck, DQN_ACT_RELU));
-        SLOT(hm, bn_out, f->u, (size_t)R * a->bottleneck);
-        u = f->u;
+    SLOT(hm, phi, f->phi, hR * d);
+    const int m = a->bottleneck;
+    DQN_TRY(OPS->iqn_fwd(be, h, f->phi, f->z, m > 0 && !f->split ? f->cat : NULL, B, T, d));
+    SLOT(hm, z, f->z, hR * d);
+    if (m > 0 && !f->split) SLOT(hm, cat, f->cat, hR * 2 * d);
+    const float *u = m > 0 ? f->u : f->z;
+    if (m > 0 && f->split) {
+        /* W_bn [z ; h] + b = W_bn[:, 0:d] z + (W_bn[:, d:2d] h + b): the h half on B rows */
+        DQN_TRY(OPS->linear_ld_fwd(be, h, P + L->bn.W + d, 2 * d, P + L->bn.b, f->hb, B, d, m,
+                                   DQN_ACT_NONE));
+        DQN_TRY(OPS->linear_ld_fwd(be, f->z, P + L->bn.W, 2 * d, NULL, f->u, R, d, m,
+                                   DQN_ACT_NONE));
+        DQN_TRY(OPS->bcast_add_act(be, f->hb, f->u, B, T, m, DQN_ACT_RELU));
+    } else if (m > 0) {
+        DQN_TRY(OPS->linear_act_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d, m,
+                                    DQN_ACT_RELU));
     }
-    /* dueling heads */
-    DQN_TRY(OPS->linear_act_fwd(be, u, P + L->v1.W, P + L->v1.b, f->hv, R, L->u, H, DQN_ACT_RELU));
-    DQN_TRY(OPS->linear_fwd(be, f->hv, P + L->v2.W, P + L->v2.b, f->V, R, H, 1));
-    SLOT(hm, value, f->V, R);
-    DQN_TRY(OPS->linear_act_fwd(be, u, P + L->a1.W, P + L->a1.b, f->ha, R, L->u, H, DQN_ACT_RELU));
-    DQN_TRY(OPS->linear_fwd(be, f->ha, P + L->a2.W, P + L->a2.b, f->Adv, R, H, A));
-    SLOT(hm, adv, f->Adv, (size_t)R * A);
-    DQN_TRY(OPS->dueling_fwd(be, f->V, f->Adv, f->Z, R, &a->br));
-    SLOT(hm, Z, f->Z, (size_t)R * A);
+    if (m > 0) SLOT(hm, bn_out, f->u, hR * m);
+    /* dueling heads: v1 and a1 as one stacked layer, then v2, a2 and the combine in one op */
+    DQN_TRY(OPS->linear_act_fwd(be, u, P + L->va.W, P + L->va.b, f->hva, R, L->u, 2 * H,
+                                DQN_ACT_RELU));
+    DQN_TRY(OPS->heads_fwd(be, f->hva, P + L->v2.W, P + L->v2.b, P + L->a2.W, P + L->a2.b, f->V,
+                           f->Adv, f->Z, R, H, &a->br));
+    SLOT(hm, value, f->V, hR);
+    SLOT(hm, adv, f->Adv, hR * A);
+    SLOT(hm, Z, f->Z, hR * A);
     return DQN_OK;
 }
 
@@ -152,53 +170,52 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     DQN_TRY(OPS->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
     SLOT(hm, d_value, w->dV, R);
     SLOT(hm, d_adv, w->dAdv, (size_t)R * A);
-    if (head_grad_clip > 0) {
-        /* SPEC 4: clip the whole-batch L2 norm of d_value_logits and d_adv_logits */
-        DQN_TRY(OPS->l2_norm(be, w->dV, (size_t)R, w->norms));
-        DQN_TRY(OPS->clip_by_norm(be, w->dV, (size_t)R, w->norms, head_grad_clip));
-        DQN_TRY(OPS->l2_norm(be, w->dAdv, (size_t)R * A, w->norms + 1));
-        DQN_TRY(OPS->clip_by_norm(be, w->dAdv, (size_t)R * A, w->norms + 1, head_grad_clip));
-    }
-    /* value head, then advantage head; their input gradients add up in du */
-    DQN_TRY(OPS->linear_bwd(be, f->hv, P + L->v2.W, w->dV, w->dhv, G + L->v2.W, G + L->v2.b,
-                            R, H, 1));
-    DQN_TRY(OPS->relu_bwd(be, f->hv, w->dhv, w->dhv, (size_t)R * H));
-    DQN_TRY(OPS->linear_bwd(be, u, P + L->v1.W, w->dhv, w->du, G + L->v1.W, G + L->v1.b, R, U,
-                            H));
-    DQN_TRY(OPS->linear_bwd(be, f->ha, P + L->a2.W, w->dAdv, w->dha, G + L->a2.W, G + L->a2.b,
-                            R, H, A));
-    DQN_TRY(OPS->relu_bwd(be, f->ha, w->dha, w->dha, (size_t)R * H));
-    DQN_TRY(OPS->linear_bwd(be, u, P + L->a1.W, w->dha, w->du2, G + L->a1.W, G + L->a1.b, R,
-                            U, H));
-    DQN_TRY(OPS->axpy(be, 1.0f, w->du2, w->du, (size_t)R * U));
-    /* bottleneck: du -> dcat -> (dz, dh from the h half of the concat) */
-    float *dz = w->du;
+    /* SPEC 4: the whole-batch L2 norms of d_value_logits and d_adv_logits; heads_bwd applies
+     * the clip as it reads them (dV and dAdv stay unclipped) */
+    const float clip = head_grad_clip > 0 ? head_grad_clip : 0.0f;
+    if (clip > 0) DQN_TRY(OPS->l2_norm2(be, w->dV, (size_t)R, w->dAdv, (size_t)R * A, w->norms));
+    DQN_TRY(OPS->heads_bwd(be, f->hva, P + L->v2.W, P + L->a2.W, w->dV, w->dAdv,
+                           clip > 0 ? w->norms : NULL, clip, w->dhva, G + L->v2.W, G + L->v2.b,
+                           G + L->a2.W, G + L->a2.b, R, H, A));
+    /* the stacked v1/a1 layer: one GEMM gives du, the sum of both heads' input gradients */
+    DQN_TRY(OPS->linear_bwd(be, u, P + L->va.W, w->dhva, w->du, G + L->va.W, G + L->va.b, R, U,
+                            2 * H));
+    /* bottleneck: du -> dcat, or split: du -> the per-sample sums dus, and dz */
     const float *h = f->h[a->grn_blocks];
-    if (a->bottleneck > 0) {
+    const int bn = a->bottleneck > 0, split = bn && f->split;
+    if (split) {
+        DQN_TRY(OPS->relu_bwd_tausum(be, f->u, w->du, w->dus, B, T, U));
+        SLOT(hm, d_concat, w->dus, (size_t)B * U);
+        DQN_TRY(OPS->linear_ld_bwd(be, f->z, P + L->bn.W, 2 * d, w->du, w->dz, 0, G + L->bn.W,
+                                   NULL, R, d, U));
+        SLOT(hm, d_z, w->dz, (size_t)R * d);
+    } else if (bn) {
         DQN_TRY(OPS->relu_bwd(be, f->u, w->du, w->du, (size_t)R * U));
         DQN_TRY(OPS->linear_bwd(be, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W,
                                 G + L->bn.b, R, 2 * d, U));
         SLOT(hm, d_concat, w->dcat, (size_t)R * 2 * d);
-        DQN_TRY(OPS->fill(be, w->dh2, 0.0f, (size_t)B * d));
-        DQN_TRY(OPS->concat_bcast_bwd(be, w->dcat, w->dz, w->dh2, B, T, d));
-        dz = w->dz;
+    } else {
+        SLOT(hm, d_z, w->du, (size_t)R * d);
     }
-    SLOT(hm, d_z, dz, (size_t)R * d);
-    /* z = h * phi: the IQN path hands dh to the trunk */
-    DQN_TRY(OPS->mul_bcast_bwd(be, h, f->phi, dz, w->dh, w->dphi, B, T, d));
-    if (a->bottleneck > 0) DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh, (size_t)B * d));
+    /* z = h * phi (and cat = [z, h]): dz, the dh the IQN path hands to the trunk, and dphi
+     * through phi's ReLU */
+    DQN_TRY(OPS->iqn_bwd(be, bn && !split ? w->dcat : NULL, h, f->phi, bn ? w->dz : w->du, w->dh,
+                         w->dphi, B, T, d));
+    if (bn && !split) SLOT(hm, d_z, w->dz, (size_t)R * d);
+    /* split: the h half adds dus W_bn[:, d:2d] to dh; its weight and b_bn gradients from dus */
+    if (split)
+        DQN_TRY(OPS->linear_ld_bwd(be, h, P + L->bn.W + d, 2 * d, w->dus, w->dh, 1,
+                                   G + L->bn.W + d, G + L->bn.b, B, d, U));
     SLOT(hm, d_trunk, w->dh, (size_t)B * d);
-    DQN_TRY(OPS->relu_bwd(be, f->phi, w->dphi, w->dphi, (size_t)R * d));
     DQN_TRY(OPS->linear_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W, G + L->phi.b,
                             R, a->n_cos, d));
     /* trunk, last block first: block l's output gradient in, its input gradient to dh_in[l] */
     const float *dout = w->dh;
     for (int l = a->grn_blocks - 1; l >= 0; l--) {
         const dqn_grn_offsets *g = &L->grn[l];
-        DQN_TRY(OPS->layernorm_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], dout,
-                                   w->dr, G + g->gamma, G + g->beta, B, d));
-        /* residual: the gradient w.r.t. h is dr (into dh2) plus the gate path's */
-        DQN_TRY(OPS->gate_bwd(be, f->g[l], w->dr, w->dh2, w->dg, B, d));
+        /* LayerNorm and gate: the residual's gradient w.r.t. h into dh2, the gate's into dg */
+        DQN_TRY(OPS->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
+                                     dout, w->dh2, w->dg, G + g->gamma, G + g->beta, B, d));
         DQN_TRY(OPS->linear_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b,
                                 B, d, 2 * d));
         DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
@@ -235,20 +252,23 @@ dqn_status dqn_model_create(dqn_model *m, dqn_backend *be, const dqn_arch *arch,
     DQN_TRY(falloc(be, &m->gnorm, 1));
     DQN_TRY(falloc(be, &m->loss, 1));
     DQN_TRY(be->ops->alloc(be, (void **)&m->idx, (size_t)B * sizeof(int32_t)));
-    DQN_TRY(falloc(be, &m->x, (size_t)B * obs));
-    DQN_TRY(falloc(be, &m->xn, (size_t)B * obs));
+    /* x then x', and tau then tau_k, adjacent: with K == N one online pass covers both */
+    DQN_TRY(falloc(be, &m->x, (size_t)2 * B * obs));
+    m->xn = m->x + (size_t)B * obs;
     DQN_TRY(falloc(be, &m->R, (size_t)B));
     DQN_TRY(falloc(be, &m->disc, (size_t)B));
     DQN_TRY(be->ops->alloc(be, (void **)&m->act, (size_t)B * D * sizeof(int32_t)));
     DQN_TRY(be->ops->alloc(be, (void **)&m->astar, (size_t)B * D * sizeof(int32_t)));
-    DQN_TRY(falloc(be, &m->tau, (size_t)B * uc->N));
+    DQN_TRY(falloc(be, &m->tau, (size_t)B * (uc->N + uc->K)));
+    m->tau_k = m->tau + (size_t)B * uc->N;
     DQN_TRY(falloc(be, &m->tau_t, (size_t)B * uc->Nt));
-    DQN_TRY(falloc(be, &m->tau_k, (size_t)B * uc->K));
     DQN_TRY(falloc(be, &m->y, (size_t)B * D * uc->Nt));
-    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_on, B, uc->N));
-    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_sel, B, uc->K));
-    DQN_TRY(dqn_fwd_alloc(be, &m->L, &m->f_tgt, B, uc->Nt));
-    DQN_TRY(bwd_alloc(be, &m->L, &m->bw, B, uc->N));
+    int joint = uc->K == uc->N, split = uc->bn_split_rows > 0 ? uc->bn_split_rows : DQN_BN_SPLIT_ROWS;
+    /* (dqn_online_pass_split says the same of f_on, for the health table of a config) */
+    DQN_TRY(fwd_alloc(be, &m->L, &m->f_on, joint ? 2 * B : B, uc->N, split));
+    if (!joint) DQN_TRY(fwd_alloc(be, &m->L, &m->f_sel, B, uc->K, split));
+    DQN_TRY(fwd_alloc(be, &m->L, &m->f_tgt, B, uc->Nt, split));
+    DQN_TRY(bwd_alloc(be, &m->L, &m->bw, B, uc->N, m->f_on.split));
     return dqn_model_health_create(m);
 }
 
@@ -258,8 +278,8 @@ void dqn_model_destroy(dqn_model *m) {
     if (m->graph_exec && be->ops->graph_destroy) be->ops->graph_destroy(be, m->graph_exec, 1);
     dqn_model_health_destroy(m);
     void *bufs[] = {m->params, m->target, m->grads, m->adam_m, m->adam_v, m->step, m->gnorm,
-                    m->loss, m->idx, m->x, m->xn, m->R, m->disc, m->act, m->astar, m->tau,
-                    m->tau_t, m->tau_k, m->y};
+                    m->loss, m->idx, m->x, m->R, m->disc, m->act, m->astar, m->tau, m->tau_t,
+                    m->y};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) ffree(be, bufs[k]);
     dqn_fwd_free(be, &m->f_on);
     dqn_fwd_free(be, &m->f_sel);
@@ -288,16 +308,26 @@ dqn_status dqn_model_init_weights(dqn_model *m, uint64_t seed) {
 /* ---------------------------------------------------------------- the update's stages */
 
 /* Stage 1, forward: the online net on x (N taus; the pass the health slots watch), the online net
- * on x' (K taus) for the double-DQN argmax, the target net on x' (N' taus). */
+ * on x' (K taus) for the double-DQN argmax (one pass over [x; x'] when K == N), the target net on
+ * x' (N' taus). */
 static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
     const dqn_layout *L = &m->L;
+    const dqn_branches *br = &L->arch.br;
     int B = c->B;
     SLOT(hm, obs, m->x, (size_t)B * L->arch.obs_dim);
-    DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N, hm));
-    DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, NULL));
-    DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, &L->arch.br));
+    if (c->K == c->N) {
+        /* one online pass over [x; x'] with [tau; tau_k] (adjacent buffers): its first B*N rows
+         * are the online net on x (the backward reads that prefix), the rest pick a* */
+        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, 2 * B, c->N, hm));
+        DQN_TRY(OPS->q_argmax(be, m->f_on.Z + (size_t)B * c->N * br->A, NULL, m->astar, B, c->K,
+                              br));
+    } else {
+        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N, hm));
+        DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, NULL));
+        DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
+    }
     return dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, NULL);
 }
 
@@ -324,8 +354,8 @@ static dqn_status stage_backward(dqn_model *m, dqn_model *hm) {
                         c->head_grad_clip, hm);
 }
 
-/* Stage 4, optimizer: the global norm, Adam (skipped on the device when health says so), the
- * commit of the health checks, the target update, the counter. */
+/* Stage 4, optimizer: the global norm; the health checks whose events skip Adam (on the device);
+ * Adam, the target update and the counter increment in one op; the health commit. */
 static dqn_status stage_optimizer(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
@@ -334,14 +364,14 @@ static dqn_status stage_optimizer(dqn_model *m, dqn_model *hm) {
     SLOT(hm, grad_norm, m->gnorm, 1);
     if (hm) DQN_TRY(dqn_model_health_bwd(m));
     const int32_t *skip = hm && m->h.mode == DQN_HEALTH_GUARD ? &m->h.blk->skip : NULL;
-    DQN_TRY(OPS->adam(be, m->params, m->grads, m->adam_m, m->adam_v, n, c->lr, c->beta1,
-                      c->beta2, c->adam_eps, c->weight_decay, m->gnorm, c->grad_clip, m->step,
-                      skip));
+    DQN_TRY(OPS->adam_target_step(be, m->params, m->grads, m->adam_m, m->adam_v, m->target, n,
+                                  c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay,
+                                  m->gnorm, c->grad_clip, c->tau_target > 0 ? 0 : c->target_period,
+                                  c->tau_target, m->step, skip));
+    /* the counter is one ahead now: model_health.c knows */
     SLOT(hm, params, m->params, n);
     if (hm) DQN_TRY(dqn_model_health_commit(m));
-    DQN_TRY(OPS->target_update(be, m->target, m->params, n, c->tau_target > 0 ? 0 : c->target_period,
-                               c->tau_target, m->step));
-    return OPS->step_incr(be, m->step);
+    return DQN_OK;
 }
 
 dqn_status dqn_model_loss_grad(dqn_model *m) {
@@ -350,26 +380,31 @@ dqn_status dqn_model_loss_grad(dqn_model *m) {
     return stage_backward(m, NULL);
 }
 
-/* Sampling and taus: every draw is keyed by the update counter, so replays draw fresh numbers. */
-static dqn_status record_taus(dqn_model *m) {
+static dqn_draws taus_of(dqn_model *m) {
     const dqn_update_cfg *c = &m->ucfg;
-    int B = c->B;
-    size_t nN = (size_t)B * c->N, nT = (size_t)B * c->Nt, nK = (size_t)B * c->K;
+    size_t B = (size_t)c->B, nN = B * c->N, nT = B * c->Nt, nK = B * c->K;
     const dqn_draws taus = {3,
                             {m->tau, m->tau_t, m->tau_k},
                             {nN, nT, nK},
                             {DQN_STREAM_TAU_ONLINE, DQN_STREAM_TAU_TARGET, DQN_STREAM_TAU_SELECT},
                             {nN, nT, nK}};
-    return m->be->ops->rand_uniform_multi(m->be, &taus, c->seed, m->step);
+    return taus;
 }
 
+/* Sampling and taus: every draw is keyed by the update counter, so replays draw fresh numbers. */
 static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
     const dqn_sample_src src = {rv->obs, rv->next_obs, rv->R, rv->disc, rv->act, rv->size,
                                 m->L.arch.obs_dim, m->L.arch.br.D};
     const dqn_sample_dst dst = {m->idx, m->act, m->x, m->xn, m->R, m->disc};
-    DQN_TRY(OPS->sample_batch(be, &src, &dst, m->ucfg.B, m->ucfg.seed, m->step));
-    return record_taus(m);
+    const dqn_draws taus = taus_of(m);
+    return OPS->sample_draws(be, &src, &dst, m->ucfg.B, &taus, m->ucfg.seed, m->step);
+}
+
+/* The taus alone (the batch is already in place): the same draws as record_sample's. */
+static dqn_status record_taus(dqn_model *m) {
+    const dqn_draws taus = taus_of(m);
+    return m->be->ops->rand_uniform_multi(m->be, &taus, m->ucfg.seed, m->step);
 }
 
 /* Data parallelism (docs/multi-gpu.md): once the backend joined a communicator, the gradient is

@@ -6,6 +6,11 @@
 #include "health/health.h"
 #include "model/layout.h"
 
+/* A pass of at least this many rows splits the bottleneck: W_bn [z ; h] + b = W_bn[:, 0:d] z +
+ * (W_bn[:, d:2d] h + b), the h half on B rows, not B*T (fewer FLOPs, no concat buffer, two graph
+ * nodes more); smaller passes concatenate. */
+#define DQN_BN_SPLIT_ROWS 4096
+
 /* Activations of one forward pass over B samples x T taus (R = B*T rows); kept for backward. */
 typedef struct {
     int B, T;                        /* capacity: B samples, T taus */
@@ -17,9 +22,11 @@ typedef struct {
     float *C;                        /* [R, n_cos] cosine features */
     float *phi;                      /* [R, d] */
     float *z;                        /* [R, d] */
-    float *cat;                      /* [R, 2d] (bottleneck only) */
+    int split;                       /* the bottleneck split: hb, and no cat */
+    float *cat;                      /* [R, 2d] (bottleneck, not split) */
+    float *hb;                       /* [B, m] W_bn[:, d:2d] h + b_bn (bottleneck, split) */
     float *u;                        /* [R, m] (bottleneck only; else u = z) */
-    float *hv, *ha;                  /* [R, H] head hidden (post-ReLU) */
+    float *hva;                      /* [R, 2H] head hidden (post-ReLU): value 0:H, advantage H:2H */
     float *V;                        /* [R, 1] value logits */
     float *Adv;                      /* [R, A] advantage logits */
     float *Z;                        /* [R, A] */
@@ -28,13 +35,14 @@ typedef struct {
 /* Gradient workspace of the one pass that is differentiated. */
 typedef struct {
     float *dZ, *dV, *dAdv;           /* [R, A], [R], [R, A] */
-    float *dhv, *dha;                /* [R, H] */
-    float *du, *du2;                 /* [R, u] */
-    float *dcat;                     /* [R, 2d] */
+    float *dhva;                     /* [R, 2H] */
+    float *du;                       /* [R, u] */
+    float *dcat;                     /* [R, 2d] (bottleneck, not split) */
+    float *dus;                      /* [B, m] per-sample sums over taus of du (split) */
     float *dz, *dphi;                /* [R, d] */
     float *dh, *dh2;                 /* [B, d]: dh from the IQN path to the trunk; scratch */
     float *dh_in[DQN_MAX_GRN];       /* [B, d] gradient w.r.t. GRN block l's input */
-    float *dr, *de;                  /* [B, d] */
+    float *de;                       /* [B, d] */
     float *dg;                       /* [B, 2d] */
     float *norms;                    /* [2] head-gradient norms (value, advantage) */
 } dqn_bwd;
@@ -43,6 +51,7 @@ typedef struct {
     int B, N, Nt, K;
     dqn_target_mode mode;
     float kappa, gamma_unused;
+    int bn_split_rows;               /* passes of >= this many rows split; 0: DQN_BN_SPLIT_ROWS */
     float lr, beta1, beta2, adam_eps, weight_decay, grad_clip, head_grad_clip;
     int target_period;
     float tau_target;
@@ -65,7 +74,7 @@ typedef struct {
     unsigned char *backup, *snap;
     size_t off_params, off_target, off_m, off_v, off_isv, off_x, off_xn, off_R, off_disc, off_act,
         snap_bytes;
-    void *plan_heads, *plan_dcat, *plan_dtrunk, *plan_dtrunk_out, *plan_bwd, *plan_commit;
+    void *plan_heads, *plan_dcat, *plan_dz, *plan_dtrunk, *plan_dtrunk_out, *plan_bwd, *plan_commit;
 } dqn_model_health;
 
 typedef struct {
@@ -79,11 +88,13 @@ typedef struct {
     dqn_update_cfg ucfg;
     /* update-step buffers */
     int32_t *idx;                    /* [B] replay indices */
-    float *x, *xn, *R, *disc;        /* [B, obs], [B, obs], [B], [B] */
+    float *x, *xn, *R, *disc;        /* [B, obs], [B, obs] (xn = x + B*obs), [B], [B] */
     int32_t *act, *astar;            /* [B, D] */
-    float *tau, *tau_t, *tau_k;      /* [B*N], [B*Nt], [B*K] */
+    float *tau, *tau_t, *tau_k;      /* [B*N], [B*Nt], [B*K] (tau_k = tau + B*N) */
     float *y;                        /* [B, D, Nt] */
-    dqn_fwd f_on, f_sel, f_tgt;      /* online on x; online on x' (K taus); target on x' */
+    /* online on x; online on x' (K taus); target on x'. When K == N, f_on holds 2B samples,
+     * x then x' in one pass, and f_sel is unused. */
+    dqn_fwd f_on, f_sel, f_tgt;
     dqn_bwd bw;
     dqn_model_health h;
     void *graph_exec;                /* captured update (backends with graphs) */
@@ -119,6 +130,8 @@ typedef struct {
 /* One whole update: sample, taus, forwards, loss, backward, clip, Adam, target sync, step++.
  * On a backend with graphs, the first call captures it and later calls replay the graph. */
 dqn_status dqn_model_update(dqn_model *m, const dqn_replay_view *rv);
+/* Does the online pass split the bottleneck (it holds 2B samples when K == N)? */
+int dqn_online_pass_split(int bottleneck, int B, int N, int K, int split_rows);
 /* The same update on the batch already in m->x, xn, act, R, disc (taus drawn from the counter),
  * run eagerly: `dqn health --replay` re-runs a recorded update with it. */
 dqn_status dqn_model_update_loaded(dqn_model *m);

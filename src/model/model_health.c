@@ -63,11 +63,14 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer, 
     d.n_slots = m->h.tab.n_slots;
     d.rollback_slot = commit ? m->h.tab.params : -1;
     d.defer = defer;
-    void *deferred[4];
+    /* the commit runs after the fused optimizer op has incremented the counter */
+    d.step_after = commit;
+    void *deferred[5];
     if (commit) {
         const dqn_model_health *h = &m->h;
-        void *const inl[4] = {h->plan_heads, h->plan_dcat, h->plan_dtrunk, h->plan_dtrunk_out};
-        for (int k = 0; k < 4; k++)
+        void *const inl[5] = {h->plan_heads, h->plan_dcat, h->plan_dz, h->plan_dtrunk,
+                              h->plan_dtrunk_out};
+        for (int k = 0; k < 5; k++)
             if (inl[k]) deferred[d.n_deferred++] = inl[k];
         d.deferred = deferred;
     }
@@ -114,7 +117,7 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     dqn_model_health *h = &m->h;
     const dqn_update_cfg *c = &m->ucfg;
     h->mode = c->health;
-    DQN_TRY(dqn_health_table_build(&h->tab, &m->L, c->B, c->N, c->Nt));
+    DQN_TRY(dqn_health_table_build(&h->tab, &m->L, c->B, c->N, c->Nt, m->f_on.split));
     if (c->fault && c->fault[0]) {
         if (h->mode == DQN_HEALTH_OFF)
             return dqn_error_user(DQN_ERR_ARG, "--fault needs --health detect or guard (health "
@@ -150,13 +153,17 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     s = make_plan(m, p, 0, 1, &h->plan_heads);
 
     /* the other clamp points: inline plans in guard mode, else checked with the rest */
-    dqn_hcheck kc, kt, ko;
+    const int split = m->f_on.split, bn = a->bottleneck > 0;
+    float *dz = bn ? m->bw.dz : m->bw.du;
+    dqn_hcheck kc, kz, kt, ko;
     memset(&kc, 0, sizeof kc);
     memset(&ko, 0, sizeof ko);
-    if (a->bottleneck > 0) {
-        kc = check_of(m, t->d_concat, m->bw.dcat, R * 2 * d);
+    if (bn) {
+        kc = split ? check_of(m, t->d_concat, m->bw.dus, B * (size_t)a->bottleneck)
+                   : check_of(m, t->d_concat, m->bw.dcat, R * 2 * d);
         feed(&kc, t->i_rms_dcat, DQN_HSTAT_RMS);
     }
+    kz = check_of(m, t->d_z, dz, R * d);   /* a clamp point only when split */
     kt = check_of(m, t->d_trunk, m->bw.dh, B * d);
     feed(&kt, t->i_rms_dtrunk, DQN_HSTAT_RMS);
     if (Lb > 0) {
@@ -164,20 +171,17 @@ dqn_status dqn_model_health_create(dqn_model *m) {
         feed(&ko, t->i_rms_dtrunk_out, DQN_HSTAT_RMS);
     }
     if (guard) {
-        if (a->bottleneck > 0 && s == DQN_OK) {
+        const struct { int on; dqn_hcheck *k; void **plan; } inl[] = {
+            {bn, &kc, &h->plan_dcat},
+            {split, &kz, &h->plan_dz},
+            {1, &kt, &h->plan_dtrunk},
+            {Lb > 0, &ko, &h->plan_dtrunk_out},
+        };
+        for (size_t j = 0; j < sizeof inl / sizeof inl[0] && s == DQN_OK; j++) {
+            if (!inl[j].on) continue;
             memset(p, 0, sizeof *p);
-            add_check(p, kc);
-            s = make_plan(m, p, 0, 1, &h->plan_dcat);
-        }
-        if (s == DQN_OK) {
-            memset(p, 0, sizeof *p);
-            add_check(p, kt);
-            s = make_plan(m, p, 0, 1, &h->plan_dtrunk);
-        }
-        if (Lb > 0 && s == DQN_OK) {
-            memset(p, 0, sizeof *p);
-            add_check(p, ko);
-            s = make_plan(m, p, 0, 1, &h->plan_dtrunk_out);
+            add_check(p, *inl[j].k);
+            s = make_plan(m, p, 0, 1, inl[j].plan);
         }
     }
 
@@ -203,10 +207,8 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     }
     add_check(p, check_of(m, t->phi, m->f_on.phi, R * d));
     add_check(p, check_of(m, t->z, m->f_on.z, R * d));
-    if (a->bottleneck > 0) {
-        add_check(p, check_of(m, t->cat, m->f_on.cat, R * 2 * d));
-        add_check(p, check_of(m, t->bn_out, m->f_on.u, R * (size_t)a->bottleneck));
-    }
+    if (bn && !split) add_check(p, check_of(m, t->cat, m->f_on.cat, R * 2 * d));
+    if (bn) add_check(p, check_of(m, t->bn_out, m->f_on.u, R * (size_t)a->bottleneck));
     add_check(p, check_of(m, t->value, m->f_on.V, R));
     add_check(p, check_of(m, t->adv, m->f_on.Adv, R * A));
     k = check_of(m, t->Z, m->f_on.Z, R * A);
@@ -220,11 +222,11 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     add_check(p, k);
     add_check(p, check_of(m, t->dZ, m->bw.dZ, R * A));
     if (!guard) {
-        if (a->bottleneck > 0) add_check(p, kc);
+        if (bn) add_check(p, kc);
         add_check(p, kt);
         if (Lb > 0) add_check(p, ko);
     }
-    add_check(p, check_of(m, t->d_z, a->bottleneck > 0 ? m->bw.dz : m->bw.du, R * d));
+    if (!guard || !split) add_check(p, kz);
     for (int l = 1; l < Lb; l++) add_check(p, check_of(m, t->grn_din[l], m->bw.dh_in[l], B * d));
     for (int j = 0; j < L->n_tensors; j++) {
         k = check_of(m, t->grad[j], m->grads + L->t[j].offset, L->t[j].size);
@@ -244,6 +246,8 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     add_copy(p, m->params, bk + h->off_params, pb, DQN_HCOPY_ON_ROLLBACK);
     add_copy(p, m->adam_m, bk + h->off_m, pb, DQN_HCOPY_ON_ROLLBACK);
     add_copy(p, m->adam_v, bk + h->off_v, pb, DQN_HCOPY_ON_ROLLBACK);
+    /* the fused optimizer op synced the target from the parameters before the commit */
+    add_copy(p, m->target, bk + h->off_target, pb, DQN_HCOPY_ON_ROLLBACK);
     if (s == DQN_OK) s = make_plan(m, p, 1, 0, &h->plan_commit);
     free(p);
     return s;
@@ -252,8 +256,8 @@ dqn_status dqn_model_health_create(dqn_model *m) {
 void dqn_model_health_destroy(dqn_model *m) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
-    void *plans[] = {h->plan_commit, h->plan_bwd, h->plan_heads, h->plan_dcat, h->plan_dtrunk,
-                     h->plan_dtrunk_out};
+    void *plans[] = {h->plan_commit, h->plan_bwd, h->plan_heads, h->plan_dcat, h->plan_dz,
+                     h->plan_dtrunk, h->plan_dtrunk_out};
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++)
         if (plans[k]) OPS->health_plan_free(be, plans[k]);
     if (h->blk) OPS->free(be, h->blk);
@@ -266,13 +270,17 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
     if (slot < 0) return DQN_OK;
+    /* the parameters are checked after the fused optimizer op has incremented the counter */
+    uint64_t ahead = slot == h->tab.params;
     for (int f = 0; f < h->n_faults; f++)
         if (h->faults[f].slot == slot)
-            DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at, h->faults[f].kind));
+            DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at + ahead,
+                                      h->faults[f].kind));
     const dqn_health_table *t = &h->tab;
     if (slot == t->d_adv) return OPS->health_check(be, h->plan_heads);
     if (h->mode != DQN_HEALTH_GUARD) return DQN_OK;
     if (slot == t->d_concat) return OPS->health_check(be, h->plan_dcat);
+    if (slot == t->d_z && h->plan_dz) return OPS->health_check(be, h->plan_dz);
     if (slot == t->d_trunk) return OPS->health_check(be, h->plan_dtrunk);
     if (slot == t->grn_din[0]) return OPS->health_check(be, h->plan_dtrunk_out);
     return DQN_OK;

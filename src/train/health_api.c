@@ -89,7 +89,8 @@ dqn_status dqn_health_layout_create(const dqn_config *c, dqn_health_layout **out
     dqn_layout L;
     DQN_TRY(dqn_layout_build(&L, &a));
     dqn_health_table tab;
-    DQN_TRY(dqn_health_table_build(&tab, &L, c->batch_size, c->n_tau, c->n_tau_target));
+    int split = dqn_online_pass_split(c->bottleneck, c->batch_size, c->n_tau, c->k_tau, 0);
+    DQN_TRY(dqn_health_table_build(&tab, &L, c->batch_size, c->n_tau, c->n_tau_target, split));
     dqn_health_layout *h = malloc(sizeof *h);
     if (!h) return DQN_ERR(DQN_ERR_NOMEM, "health layout");
     dqn_health_layout_fill(h, &tab);

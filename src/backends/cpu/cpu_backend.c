@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/gemm.h"
 #include "core/error.h"
 #include "dqn_philox.h"
@@ -31,14 +32,6 @@
         for (size_t i = i##0_; i < i##n_; i++) {                        \
             __VA_ARGS__;                                                \
         }                                                               \
-    } while (0)
-
-/* Double accumulators in independent lanes: vectorisable, and a shorter rounding chain. */
-enum { LANES = 8 };
-
-#define REQUIRE(cond, ...)                                     \
-    do {                                                       \
-        if (!(cond)) return DQN_ERR(DQN_ERR_ARG, __VA_ARGS__); \
     } while (0)
 
 static dqn_status check_branches(const char *op, const dqn_branches *br) {
@@ -117,14 +110,16 @@ static dqn_status linear_bwd(dqn_backend *be, const float *X, const float *W, co
     REQUIRE(M > 0 && K > 0 && N > 0, "linear_bwd: M=%d K=%d N=%d must be positive", M, K, N);
     if (dX) DQN_TRY(dqn_gemm_dyw(dY, W, dX, M, K, N));
     DQN_TRY(dqn_gemm_dytx(dY, X, dW, M, K, N));
-    if (db) {
-        EACH(j, (size_t)N, db[j] = 0.0f);
-        for (int m = 0; m < M; m++) {
-            const float *restrict row = dY + (size_t)m * N;
-            EACH(j, (size_t)N, db[j] += row[j]);
-        }
-    }
+    if (db) cpu_colsum(dY, db, M, N);
     return DQN_OK;
+}
+
+void cpu_colsum(const float *dY, float *db, int M, int N) {
+    EACH(j, (size_t)N, db[j] = 0.0f);
+    for (int m = 0; m < M; m++) {
+        const float *restrict row = dY + (size_t)m * N;
+        EACH(j, (size_t)N, db[j] += row[j]);
+    }
 }
 
 static dqn_status axpy(dqn_backend *be, float a, const float *x, float *y, size_t n) {
@@ -510,15 +505,10 @@ static dqn_status l2_norm(dqn_backend *be, const float *x, size_t n, float *out)
     return DQN_OK;
 }
 
-/* min(1, max_norm / norm), 1 when clipping is off or the norm is not a positive finite value */
-static float clip_scale(float norm, float max_norm) {
-    return max_norm > 0.0f && isfinite(norm) && norm > max_norm ? max_norm / norm : 1.0f;
-}
-
 static dqn_status clip_by_norm(dqn_backend *be, float *x, size_t n, const float *norm,
                                float max_norm) {
     (void)be;
-    float s = clip_scale(norm[0], max_norm);
+    float s = cpu_clip_scale(norm[0], max_norm);
     if (s < 1.0f) EACH(i, n, x[i] *= s);
     return DQN_OK;
 }
@@ -532,7 +522,7 @@ static dqn_status adam(dqn_backend *be, float *p, const float *g, float *m, floa
     REQUIRE(max_norm <= 0.0f || gnorm, "adam: max_norm = %g needs gnorm", (double)max_norm);
     if (skip && *skip) return DQN_OK;
     double t = (double)(*step + 1);
-    const float gs = max_norm > 0.0f ? clip_scale(gnorm[0], max_norm) : 1.0f;
+    const float gs = max_norm > 0.0f ? cpu_clip_scale(gnorm[0], max_norm) : 1.0f;
     const float c1 = (float)(1.0 / (1.0 - pow(beta1, t))),
                 c2 = (float)(1.0 / (1.0 - pow(beta2, t)));
     const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
@@ -727,6 +717,20 @@ static const dqn_ops cpu_ops = {
     .gather_i32 = gather_i32,
     .sample_batch = sample_batch,
     .rand_uniform_multi = rand_uniform_multi,
+    /* ---- fused ops (issue 3) ---- */
+    .heads_fwd = cpu_heads_fwd,
+    .l2_norm2 = cpu_l2_norm2,
+    .heads_bwd = cpu_heads_bwd,
+    .grn_gate_ln_fwd = cpu_grn_gate_ln_fwd,
+    .grn_ln_gate_bwd = cpu_grn_ln_gate_bwd,
+    .iqn_fwd = cpu_iqn_fwd,
+    .iqn_bwd = cpu_iqn_bwd,
+    .adam_target_step = cpu_adam_target_step,
+    .sample_draws = cpu_sample_draws,
+    .linear_ld_fwd = cpu_linear_ld_fwd,
+    .linear_ld_bwd = cpu_linear_ld_bwd,
+    .bcast_add_act = cpu_bcast_add_act,
+    .relu_bwd_tausum = cpu_relu_bwd_tausum,
     /* graph capture stays NULL: ops run eagerly */
 
     /* collectives */

@@ -194,7 +194,7 @@ static void apply_one(const dqn_hplan_desc *d, const dqn_hcheck *c, const dqn_hs
     tot->guarded += cur->guarded;
     if (cur->maxabs > tot->maxabs) tot->maxabs = cur->maxabs;
     if (cur->event) {
-        if (tot->events == 0) tot->first_event_update = (int64_t)*d->step;
+        if (tot->events == 0) tot->first_event_update = (int64_t)(*d->step - (uint64_t)d->step_after);
         tot->events++;
         if (c->skip && d->guard_mode) blk->skip = 1;
         return;
@@ -216,7 +216,7 @@ static void commit(const dqn_hplan_desc *d) {
         const dqn_hslot_cur *c = &blk->cur[first];
         blk->event.slot = first;
         blk->event.kind = c->event;
-        blk->event.update = (int64_t)*d->step;
+        blk->event.update = (int64_t)(*d->step - (uint64_t)d->step_after);
         blk->event.value = c->event == DQN_EVENT_RANGE ? c->maxabs : c->first_value;
         blk->event.bound = c->bound;
         blk->event.count = c->nonfinite;
@@ -250,7 +250,8 @@ dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
     if (d->defer) return DQN_OK;   /* the commit plan applies them */
     for (int k = 0; k < d->n_deferred; k++) {
         const cpu_plan *q = d->deferred[k];
-        for (int i = 0; i < q->d.n_checks; i++) apply_one(&q->d, &q->d.checks[i], &q->scans[i].cur);
+        /* the commit's own step and mode: the deferred checks belong to its update */
+        for (int i = 0; i < q->d.n_checks; i++) apply_one(d, &q->d.checks[i], &q->scans[i].cur);
     }
     for (int i = 0; i < d->n_checks; i++) apply_one(d, &d->checks[i], &p->scans[i].cur);
     if (d->commit) commit(d);

@@ -21,22 +21,25 @@ dqn_status dqn_cpu_set_threads(int n) {
 
 int dqn_cpu_threads(void) { return openblas_get_num_threads(); }
 
-dqn_status dqn_gemm_xwt(const float *X, const float *W, const float *b, float *Y, int M, int K,
-                        int N) {
+dqn_status dqn_gemm_xwt_ld(const float *X, const float *W, int ldw, const float *b, float *Y, int M,
+                           int K, int N) {
     if (b)
         for (int i = 0; i < M; i++) memcpy(Y + (size_t)i * N, b, (size_t)N * sizeof *b);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, X, K, W, K, b ? 1.0f : 0.0f,
-                Y, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, X, K, W, ldw,
+                b ? 1.0f : 0.0f, Y, N);
     return DQN_OK;
 }
 
-dqn_status dqn_gemm_dyw(const float *dY, const float *W, float *dX, int M, int K, int N) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dY, N, W, K, 0.0f, dX, K);
+dqn_status dqn_gemm_dyw_ld(const float *dY, const float *W, int ldw, float *dX, int acc, int M,
+                           int K, int N) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dY, N, W, ldw,
+                acc ? 1.0f : 0.0f, dX, K);
     return DQN_OK;
 }
 
-dqn_status dqn_gemm_dytx(const float *dY, const float *X, float *dW, int M, int K, int N) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dY, N, X, K, 0.0f, dW, K);
+dqn_status dqn_gemm_dytx_ld(const float *dY, const float *X, float *dW, int ldw, int M, int K,
+                            int N) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dY, N, X, K, 0.0f, dW, ldw);
     return DQN_OK;
 }
 
@@ -181,18 +184,34 @@ static dqn_status gemm(int M, int N, int K, const float *A, ptrdiff_t ra, ptrdif
     return DQN_OK;
 }
 
-dqn_status dqn_gemm_xwt(const float *X, const float *W, const float *b, float *Y, int M, int K,
-                        int N) {
+dqn_status dqn_gemm_xwt_ld(const float *X, const float *W, int ldw, const float *b, float *Y, int M,
+                           int K, int N) {
     if (b)
         for (int i = 0; i < M; i++) memcpy(Y + (size_t)i * N, b, (size_t)N * sizeof *b);
-    return gemm(M, N, K, X, K, 1, W, 1, K, Y, N, b != NULL);
+    return gemm(M, N, K, X, K, 1, W, 1, ldw, Y, N, b != NULL);
+}
+
+dqn_status dqn_gemm_dyw_ld(const float *dY, const float *W, int ldw, float *dX, int acc, int M,
+                           int K, int N) {
+    return gemm(M, K, N, dY, N, 1, W, ldw, 1, dX, K, acc);
+}
+
+dqn_status dqn_gemm_dytx_ld(const float *dY, const float *X, float *dW, int ldw, int M, int K,
+                            int N) {
+    return gemm(N, K, M, dY, 1, N, X, K, 1, dW, ldw, 0);
+}
+#endif
+
+/* the contiguous cases: W rows K floats apart */
+dqn_status dqn_gemm_xwt(const float *X, const float *W, const float *b, float *Y, int M, int K,
+                        int N) {
+    return dqn_gemm_xwt_ld(X, W, K, b, Y, M, K, N);
 }
 
 dqn_status dqn_gemm_dyw(const float *dY, const float *W, float *dX, int M, int K, int N) {
-    return gemm(M, K, N, dY, N, 1, W, K, 1, dX, K, 0);
+    return dqn_gemm_dyw_ld(dY, W, K, dX, 0, M, K, N);
 }
 
 dqn_status dqn_gemm_dytx(const float *dY, const float *X, float *dW, int M, int K, int N) {
-    return gemm(N, K, M, dY, 1, N, X, K, 1, dW, K, 0);
+    return dqn_gemm_dytx_ld(dY, X, dW, K, M, K, N);
 }
-#endif

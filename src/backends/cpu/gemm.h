@@ -12,4 +12,13 @@ dqn_status dqn_gemm_dyw(const float *dY, const float *W, float *dX, int M, int K
 /* dW[N,K] = dY[M,N]^T X[M,K] */
 dqn_status dqn_gemm_dytx(const float *dY, const float *X, float *dW, int M, int K, int N);
 
+/* The same with W a column block of a row-major matrix whose rows are ldw >= K floats apart (and,
+ * for dX, accumulating into dX when acc): the halves of the bottleneck's [m, 2d] weight. */
+dqn_status dqn_gemm_xwt_ld(const float *X, const float *W, int ldw, const float *b, float *Y, int M,
+                           int K, int N);
+dqn_status dqn_gemm_dyw_ld(const float *dY, const float *W, int ldw, float *dX, int acc, int M,
+                           int K, int N);
+dqn_status dqn_gemm_dytx_ld(const float *dY, const float *X, float *dW, int ldw, int M, int K,
+                            int N);
+
 #endif

@@ -25,7 +25,7 @@ extern "C" {
 /* One cublasLt plan of linear_fwd, keyed by shape and by the alignment of each pointer (the
  * heuristic's choice depends on both). */
 typedef struct {
-    int M, K, N, has_bias, relu;
+    int M, K, N, ld, has_bias, relu;   /* ld: W's row stride (dgrad: dW's) */
     int dgrad;           /* the dW GEMM with db from the BGRADB epilogue (else a forward plan) */
     uint32_t align[4];   /* X, W, Y, b (dgrad: X, dY, dW, db) */
     cublasLtMatmulDesc_t desc;
@@ -106,6 +106,65 @@ static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
         LAUNCH_CHECK();                                                                          \
         return DQN_OK;                                                                           \
     } while (0)
+
+/* ---- device helpers shared by the kernels ---- */
+
+/* butterfly sum: every lane ends with the same total, in a fixed order */
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* LayerNorm statistics of one row (one warp, eps 1e-5, two passes): every lane gets the mean
+ * and 1 / sqrt(var + eps) */
+__device__ __forceinline__ void ln_row_stats(const float *x, int d, int lane, float *mu,
+                                             float *rs) {
+    float s = 0.0f;
+    for (int j = lane; j < d; j += 32) s += x[j];
+    float m = warp_sum(s) / (float)d, q = 0.0f;
+    for (int j = lane; j < d; j += 32) {
+        float t = x[j] - m;
+        q += t * t;
+    }
+    *mu = m;
+    *rs = 1.0f / sqrtf(warp_sum(q) / (float)d + 1e-5f);
+}
+
+/* LayerNorm backward of row m (one warp): mean(dy * gamma) and mean(dy * gamma * xhat), the two
+ * row sums dx = rstd (dy gamma - s1 - xhat s2) needs; every lane gets both */
+__device__ __forceinline__ void ln_bwd_row_sums(const float *x, const float *gamma,
+                                                const float *dy, float mu, float rs, int d,
+                                                int lane, float *s1, float *s2) {
+    float a = 0.0f, b = 0.0f;
+    for (int j = lane; j < d; j += 32) {
+        float g = dy[j] * gamma[j];
+        a += g;
+        b += g * ((x[j] - mu) * rs);
+    }
+    *s1 = warp_sum(a) / (float)d;
+    *s2 = warp_sum(b) / (float)d;
+}
+
+/* sum over the block (blockDim.x a power of two, red[blockDim.x]); every thread gets it. Call
+ * __syncthreads() before reusing red. */
+__device__ __forceinline__ float block_sum(float v, float *red) {
+    red[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) red[threadIdx.x] += red[threadIdx.x + o];
+        __syncthreads();
+    }
+    return red[0];
+}
+
+/* the clip factor min(1, max_norm / norm): 1 when disabled or when the norm is not finite */
+__device__ __forceinline__ float clip_scale(const float *norm, float max_norm) {
+    if (!(max_norm > 0.0f) || !norm) return 1.0f;
+    float nv = *norm;
+    return isfinite(nv) && nv > max_norm ? max_norm / nv : 1.0f;
+}
 
 /* Column sums of a row-major [M, N] matrix, one launch and deterministic (cuda_reduce.cu):
  * out1[j] = sum_m A[m,j]; with x, mean, rstd given (LayerNorm), also
@@ -196,6 +255,43 @@ dqn_status cuda_sample_batch(dqn_backend *be, const dqn_sample_src *src, const d
                              int B, uint64_t seed, const uint64_t *step);
 dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
                                    const uint64_t *step);
+
+/* fused ops (issue 3) */
+dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
+                          const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
+                          int H, const dqn_branches *br);
+dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
+                         float *norms);
+dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
+                          const float *dV, const float *dAdv, const float *norms, float max_norm,
+                          float *dhva, float *dWv2, float *dbv2, float *dWa2, float *dba2, int R,
+                          int H, int A);
+dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
+                                const float *gamma, const float *beta, float *r, float *y,
+                                float *mean, float *rstd, int M, int d);
+dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
+                                const float *mean, const float *rstd, const float *g,
+                                const float *dy, float *dres, float *dg, float *dgamma,
+                                float *dbeta, int M, int d);
+dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
+                        int B, int T, int d);
+dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
+                        float *dz, float *dh, float *dphi, int B, int T, int d);
+dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,
+                                 float *target, size_t n, float lr, float beta1, float beta2,
+                                 float eps, float wd, const float *gnorm, float max_norm,
+                                 int period, float tau, uint64_t *step, const int32_t *skip);
+dqn_status cuda_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
+                             int B, const dqn_draws *d, uint64_t seed, const uint64_t *step);
+dqn_status cuda_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                              const float *b, float *Y, int M, int K, int N, dqn_act act);
+dqn_status cuda_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                              const float *dY, float *dX, int acc_dx, float *dW, float *db, int M,
+                              int K, int N);
+dqn_status cuda_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
+                              dqn_act act);
+dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
+                                int T, int N);
 
 dqn_status cuda_capture_begin(dqn_backend *be);
 dqn_status cuda_capture_end(dqn_backend *be, void **graph);

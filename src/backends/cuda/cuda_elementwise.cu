@@ -35,8 +35,6 @@ __global__ void k_elu_bwd(const float *y, const float *dy, float *dx, size_t n) 
     }
 }
 
-__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 __global__ void k_gate_fwd(const float *h, const float *g, float *r, size_t M, int d) {
     GRID_STRIDE(i, M * (size_t)d) {
         size_t m = i / (size_t)d, j = i % (size_t)d;

@@ -54,9 +54,9 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
     if (p->dgrad) {   /* a = X as [K, M], b = dY as [N, M], c = dW^T as [K, N] (column-major) */
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->M, p->K));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)p->N, (uint64_t)p->M, p->N));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->N, p->K));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->N, p->ld));
     } else {
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->N, p->K));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->N, p->ld));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->M, p->K));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)p->N, (uint64_t)p->M, p->N));
     }
@@ -90,7 +90,7 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
 
 /* The cached plan for this call, or NULL when cublasLt has none. For dgrad, W is dY, Y is dW
  * and b is db. */
-static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, const float *b,
+static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld, const float *b,
                            const float *Y, int M, int K, int N, int relu, int dgrad,
                            cuda_lt_plan **out) {
     uint32_t al[4] = {align_of(X), align_of(W), align_of(Y), b ? align_of(b) : 0};
@@ -98,7 +98,8 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, const f
     int n = c->n_plans < CUDA_LT_CACHE ? c->n_plans : CUDA_LT_CACHE;
     for (int i = 0; i < n; i++) {
         cuda_lt_plan *p = &c->plans[i];
-        if (p->M == M && p->K == K && p->N == N && p->has_bias == has_bias && p->relu == relu &&
+        if (p->M == M && p->K == K && p->N == N && p->ld == ld && p->has_bias == has_bias &&
+            p->relu == relu &&
             p->dgrad == dgrad &&
             p->align[0] == al[0] && p->align[1] == al[1] && p->align[2] == al[2] &&
             p->align[3] == al[3]) {
@@ -113,6 +114,7 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, const f
     p->M = M;
     p->K = K;
     p->N = N;
+    p->ld = ld;
     p->has_bias = has_bias;
     p->relu = relu;
     p->dgrad = dgrad;
@@ -140,17 +142,20 @@ __global__ void k_bias_act(float *Y, const float *b, size_t M, int N, int relu) 
     }
 }
 
-dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
-                               float *Y, int M, int K, int N, dqn_act act) {
+/* Y = act(X W^T + b) with W's rows ldw floats apart */
+static dqn_status linear_fwd_ld(dqn_backend *be, const char *op, const float *X, const float *W,
+                                int ldw, const float *b, float *Y, int M, int K, int N,
+                                dqn_act act) {
     cuda_impl *c = cuda_of(be);
-    CUDA_ARG(M >= 0 && K > 0 && N > 0, "linear_fwd: bad shape M=%d K=%d N=%d", M, K, N);
-    CUDA_ARG(X && W && Y, "linear_fwd: X, W and Y must be non-NULL");
-    CUDA_ARG(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "linear_act_fwd: act = %d", (int)act);
+    CUDA_ARG(M >= 0 && K > 0 && N > 0 && ldw >= K, "%s: bad shape M=%d K=%d N=%d ldw=%d", op, M, K,
+             N, ldw);
+    CUDA_ARG(X && W && Y, "%s: X, W and Y must be non-NULL", op);
+    CUDA_ARG(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "%s: act = %d", op, (int)act);
     if (M == 0) return DQN_OK;
     const float one = 1.0f, zero = 0.0f;
     int relu = act == DQN_ACT_RELU;
     cuda_lt_plan *p = NULL;
-    DQN_TRY(plan_get(c, X, W, b, Y, M, K, N, relu, 0, &p));
+    DQN_TRY(plan_get(c, X, W, ldw, b, Y, M, K, N, relu, 0, &p));
     if (p) {
         if (b)
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
@@ -159,8 +164,8 @@ dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, 
                                     &p->algo, c->workspace, CUDA_WORKSPACE_BYTES, c->stream));
         return DQN_OK;
     }
-    CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, CUDA_R_32F, K, X,
-                              CUDA_R_32F, K, &zero, Y, CUDA_R_32F, N, c->compute,
+    CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, CUDA_R_32F, ldw,
+                              X, CUDA_R_32F, K, &zero, Y, CUDA_R_32F, N, c->compute,
                               CUBLAS_GEMM_DEFAULT));
     if (b || relu) {
         size_t total = (size_t)M * (size_t)N;
@@ -171,31 +176,45 @@ dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, 
     return DQN_OK;
 }
 
+dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
+                               float *Y, int M, int K, int N, dqn_act act) {
+    return linear_fwd_ld(be, "linear_fwd", X, W, K, b, Y, M, K, N, act);
+}
+
+dqn_status cuda_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                              const float *b, float *Y, int M, int K, int N, dqn_act act) {
+    return linear_fwd_ld(be, "linear_ld_fwd", X, W, ldw, b, Y, M, K, N, act);
+}
+
 dqn_status cuda_linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b, float *Y,
                            int M, int K, int N) {
     return cuda_linear_act_fwd(be, X, W, b, Y, M, K, N, DQN_ACT_NONE);
 }
 
-dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
-                           float *dX, float *dW, float *db, int M, int K, int N) {
+/* dX (+)= dY W, dW (row stride ldw) = dY^T X, db = column sums of dY; each skipped when NULL */
+static dqn_status linear_bwd_ld(dqn_backend *be, const char *op, const float *X, const float *W,
+                                int ldw, const float *dY, float *dX, int acc_dx, float *dW,
+                                float *db, int M, int K, int N) {
     cuda_impl *c = cuda_of(be);
-    CUDA_ARG(M >= 0 && K > 0 && N > 0, "linear_bwd: bad shape M=%d K=%d N=%d", M, K, N);
-    CUDA_ARG(dY && (!dX || W) && (!dW || X), "linear_bwd: dY, and W for dX, X for dW, must be non-NULL");
+    CUDA_ARG(M >= 0 && K > 0 && N > 0 && ldw >= K, "%s: bad shape M=%d K=%d N=%d ldw=%d", op, M, K,
+             N, ldw);
+    CUDA_ARG(dY && (!dX || W) && (!dW || X), "%s: dY, and W for dX, X for dW, must be non-NULL", op);
     const float one = 1.0f, zero = 0.0f;
     if (M == 0) {   /* an empty batch contributes nothing, but dW and db are still overwritten */
-        if (dW) CUDA_CHECK(cudaMemsetAsync(dW, 0, (size_t)N * K * sizeof(float), c->stream));
+        if (dW) CUDA_CHECK(cudaMemset2DAsync(dW, (size_t)ldw * sizeof(float), 0,
+                                             (size_t)K * sizeof(float), (size_t)N, c->stream));
         if (db) CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)N * sizeof(float), c->stream));
         return DQN_OK;
     }
     /* dX^T[K,M] = W^T[K,N] dY^T[N,M] */
     if (dX)
         CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, &one, W, CUDA_R_32F,
-                                  K, dY, CUDA_R_32F, N, &zero, dX, CUDA_R_32F, K, c->compute,
-                                  CUBLAS_GEMM_DEFAULT));
+                                  ldw, dY, CUDA_R_32F, N, acc_dx ? &one : &zero, dX, CUDA_R_32F, K,
+                                  c->compute, CUBLAS_GEMM_DEFAULT));
     /* dW and db in one cublasLt GEMM when it has a BGRADB kernel for the shape */
     if (dW && db && M <= BGRADB_MAX_ROWS) {
         cuda_lt_plan *p = NULL;
-        DQN_TRY(plan_get(c, X, dY, db, dW, M, K, N, 0, 1, &p));
+        DQN_TRY(plan_get(c, X, dY, ldw, db, dW, M, K, N, 0, 1, &p));
         if (p) {
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                         &db, sizeof db));
@@ -208,8 +227,19 @@ dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, cons
     /* dW^T[K,N] = X^T[K,M] (dY^T[N,M])^T */
     if (dW)
         CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, &one, X, CUDA_R_32F,
-                                  K, dY, CUDA_R_32F, N, &zero, dW, CUDA_R_32F, K, c->compute,
+                                  K, dY, CUDA_R_32F, N, &zero, dW, CUDA_R_32F, ldw, c->compute,
                                   CUBLAS_GEMM_DEFAULT));
     if (db) DQN_TRY(cuda_colsum(c, dY, M, N, NULL, NULL, NULL, NULL, db));
     return DQN_OK;
+}
+
+dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
+                           float *dX, float *dW, float *db, int M, int K, int N) {
+    return linear_bwd_ld(be, "linear_bwd", X, W, K, dY, dX, 0, dW, db, M, K, N);
+}
+
+dqn_status cuda_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                              const float *dY, float *dX, int acc_dx, float *dW, float *db, int M,
+                              int K, int N) {
+    return linear_bwd_ld(be, "linear_ld_bwd", X, W, ldw, dY, dX, acc_dx, dW, db, M, K, N);
 }

@@ -34,7 +34,7 @@ typedef struct {
     dqn_health_block *blk;
     const uint64_t *step;
     float guard_scale, guard_floor, decay;
-    int guard_mode, commit, n_slots, rollback_slot, defer;
+    int guard_mode, commit, n_slots, rollback_slot, defer, step_after;
     const dqn_hcheck *checks;
     int n_checks;
     const dqn_hcopy *copies;
@@ -228,7 +228,7 @@ __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpa
     tot.guarded += a.guarded;
     tot.maxabs = fmaxf(tot.maxabs, a.maxabs);
     if (cur.event) {
-        if (tot.events == 0) tot.first_event_update = (int64_t)*k->step;
+        if (tot.events == 0) tot.first_event_update = (int64_t)(*k->step - (uint64_t)k->step_after);
         tot.events++;
         if (c->skip && k->guard_mode) blk->skip = 1;
     } else {
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
                 const dqn_hslot_cur *c = &blk->cur[first];
                 blk->event.slot = first;
                 blk->event.kind = c->event;
-                blk->event.update = (int64_t)*k.step;
+                blk->event.update = (int64_t)(*k.step - (uint64_t)k.step_after);
                 blk->event.value = c->event == DQN_EVENT_RANGE ? c->maxabs : c->first_value;
                 blk->event.bound = c->bound;
                 blk->event.count = c->nonfinite;
@@ -460,6 +460,7 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     p->k.parts = (hpart *)(d + o_parts);
     p->k.done = (unsigned *)(d + o_done);
     p->k.defer = desc->defer;
+    p->k.step_after = desc->step_after;
     p->k.deferred = (const hdeferred *)(d + o_defer);
     p->k.n_deferred = desc->n_deferred;
     *plan = p;

@@ -86,3 +86,57 @@ dqn_status cuda_concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, 
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "concat_bcast_bwd: bad shape B=%d T=%d d=%d", B, T, d);
     LAUNCH_1D(k_concat_bcast_bwd, (size_t)B * (size_t)d, dout, dz, dh, (size_t)B, T, d);
 }
+
+/* ---- fused (issue 3) ---- */
+
+/* z = h * phi and, with cat, cat = [z, h]: one pass instead of two */
+__global__ void k_iqn_fwd(const float *h, const float *phi, float *z, float *cat, size_t B, int T,
+                          int d) {
+    GRID_STRIDE(e, B * (size_t)T * (size_t)d) {
+        size_t r = e / (size_t)d, j = e % (size_t)d;
+        float hv = h[(r / (size_t)T) * (size_t)d + j], v = hv * phi[e];
+        z[e] = v;
+        if (cat) {
+            cat[r * 2 * (size_t)d + j] = v;
+            cat[r * 2 * (size_t)d + (size_t)d + j] = hv;
+        }
+    }
+}
+
+/* One thread per (state, column), taus in order, in the CPU reference's rounding (no FMA):
+ * dz from dcat's first half, dh = sum dz*phi + 1 * sum dcat's second half, dphi through ReLU. */
+__global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, float *dz, float *dh,
+                          float *dphi, size_t B, int T, int d) {
+    const size_t D2 = 2 * (size_t)d;
+    GRID_STRIDE(e, B * (size_t)d) {
+        size_t s = e / (size_t)d, j = e % (size_t)d;
+        float hv = h[e], am = 0.0f, ac = 0.0f;
+        for (int i = 0; i < T; i++) {
+            size_t r = s * (size_t)T + (size_t)i, q = r * (size_t)d + j;
+            float gz;
+            if (dcat) {
+                gz = dcat[r * D2 + j];
+                dz[q] = gz;
+                ac = __fadd_rn(ac, dcat[r * D2 + (size_t)d + j]);
+            } else {
+                gz = dz[q];
+            }
+            float p = phi[q];
+            am = __fadd_rn(am, __fmul_rn(gz, p));
+            dphi[q] = __fmul_rn(__fmul_rn(gz, hv), (float)(p > 0.0f));
+        }
+        dh[e] = dcat ? __fadd_rn(am, ac) : am;
+    }
+}
+
+dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
+                        int B, int T, int d) {
+    CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "iqn_fwd: bad shape B=%d T=%d d=%d", B, T, d);
+    LAUNCH_1D(k_iqn_fwd, (size_t)B * (size_t)T * (size_t)d, h, phi, z, cat, (size_t)B, T, d);
+}
+
+dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
+                        float *dz, float *dh, float *dphi, int B, int T, int d) {
+    CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "iqn_bwd: bad shape B=%d T=%d d=%d", B, T, d);
+    LAUNCH_1D(k_iqn_bwd, (size_t)B * (size_t)d, dcat, h, phi, dz, dh, dphi, (size_t)B, T, d);
+}

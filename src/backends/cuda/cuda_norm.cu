@@ -2,14 +2,7 @@
  * backward's dgamma and dbeta are column sums over rows, done by cuda_colsum (deterministic). */
 #include "backends/cuda/cuda_common.cuh"
 
-#define LN_EPS 1e-5f
 #define LN_WARPS 8
-
-/* butterfly sum: every lane ends with the same total, in a fixed order */
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 __global__ void k_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
                                 float *mean, float *rstd, int M, int d) {
@@ -17,15 +10,8 @@ __global__ void k_layernorm_fwd(const float *x, const float *gamma, const float 
     int m = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
     if (m >= M) return;
     const float *xr = x + (size_t)m * d;
-    float s = 0.0f;
-    for (int j = lane; j < d; j += 32) s += xr[j];
-    float mu = warp_sum(s) / (float)d;
-    float q = 0.0f;
-    for (int j = lane; j < d; j += 32) {
-        float t = xr[j] - mu;
-        q += t * t;
-    }
-    float rs = 1.0f / sqrtf(warp_sum(q) / (float)d + LN_EPS);
+    float mu, rs;
+    ln_row_stats(xr, d, lane, &mu, &rs);
     float *yr = y + (size_t)m * d;
     for (int j = lane; j < d; j += 32) yr[j] = (xr[j] - mu) * rs * gamma[j] + beta[j];
     if (lane == 0) {
@@ -41,14 +27,8 @@ __global__ void k_layernorm_bwd_dx(const float *x, const float *gamma, const flo
     if (m >= M) return;
     size_t r = (size_t)m * d;
     float mu = mean[m], rs = rstd[m];
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int j = lane; j < d; j += 32) {
-        float g = dy[r + j] * gamma[j];
-        s1 += g;
-        s2 += g * ((x[r + j] - mu) * rs);
-    }
-    s1 = warp_sum(s1) / (float)d;
-    s2 = warp_sum(s2) / (float)d;
+    float s1, s2;
+    ln_bwd_row_sums(x + r, gamma, dy + r, mu, rs, d, lane, &s1, &s2);
     for (int j = lane; j < d; j += 32) {
         float g = dy[r + j] * gamma[j];
         float xh = (x[r + j] - mu) * rs;

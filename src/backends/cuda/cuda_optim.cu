@@ -10,41 +10,41 @@ __device__ __forceinline__ double block_sum_d(double v, double *red) {
         if (threadIdx.x < o) red[threadIdx.x] += red[threadIdx.x + o];
         __syncthreads();
     }
-    return red[0];
+    double r = red[0];
+    __syncthreads();
+    return r;
 }
 
-/* One launch: each block writes its partial sum; the last block to finish (an integer counter,
- * no float atomics) adds the partials in block order and resets the counter for the next op. The
- * squares add up in double, as on the CPU: a float sum overflows once |x| passes ~1e19. */
-__global__ void k_l2_norm(const float *x, size_t n, double *part, unsigned *done, float *out) {
+/* One launch for the norms of up to two arrays: each block writes its partial sums; the last
+ * block to finish (an integer counter, no float atomics) adds the partials in block order and
+ * resets the counter for the next op. out[1] is written only when x1 is given. The squares add up
+ * in double, as on the CPU: a float sum overflows once |x| passes ~1e19. */
+__global__ void k_l2_norms(const float *x0, size_t n0, const float *x1, size_t n1, double *part,
+                           unsigned *done, float *out) {
     __shared__ double red[CUDA_THREADS];
     __shared__ bool last;
-    double acc = 0.0;
-    GRID_STRIDE(i, n) acc += (double)x[i] * (double)x[i];
-    double t = block_sum_d(acc, red);
+    double acc0 = 0.0, acc1 = 0.0;
+    GRID_STRIDE(i, n0) acc0 += (double)x0[i] * (double)x0[i];
+    if (x1) GRID_STRIDE(i, n1) acc1 += (double)x1[i] * (double)x1[i];
+    double t0 = block_sum_d(acc0, red), t1 = 0.0;
+    if (x1) t1 = block_sum_d(acc1, red);
     if (threadIdx.x == 0) {
-        part[blockIdx.x] = t;
+        part[blockIdx.x] = t0;
+        part[gridDim.x + blockIdx.x] = t1;
         __threadfence();
         last = atomicAdd(done, 1u) == gridDim.x - 1;
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    acc = 0.0;
-    for (unsigned p = threadIdx.x; p < gridDim.x; p += blockDim.x) acc += ((volatile double *)part)[p];
-    __syncthreads();
-    t = block_sum_d(acc, red);
-    if (threadIdx.x == 0) {
-        out[0] = (float)sqrt(t);
-        *done = 0;
+    for (int k = 0; k < (x1 ? 2 : 1); k++) {
+        double acc = 0.0;
+        for (unsigned p = threadIdx.x; p < gridDim.x; p += blockDim.x)
+            acc += ((volatile double *)part)[k * gridDim.x + p];
+        double t = block_sum_d(acc, red);
+        if (threadIdx.x == 0) out[k] = (float)sqrt(t);
     }
-}
-
-/* the clip factor min(1, max_norm / norm): 1 when disabled or when the norm is not finite */
-__device__ __forceinline__ float clip_scale(const float *norm, float max_norm) {
-    if (!(max_norm > 0.0f) || !norm) return 1.0f;
-    float nv = *norm;
-    return isfinite(nv) && nv > max_norm ? max_norm / nv : 1.0f;
+    if (threadIdx.x == 0) *done = 0;
 }
 
 __global__ void k_clip(float *x, size_t n, const float *norm, float max_norm) {
@@ -89,7 +89,19 @@ dqn_status cuda_l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(out && (x || n == 0), "l2_norm: NULL pointer");
     unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* <= 16 per SM, far below the scratch */
-    k_l2_norm<<<P, CUDA_THREADS, 0, c->stream>>>(x, n, (double *)c->scratch, c->blocks_done, out);
+    k_l2_norms<<<P, CUDA_THREADS, 0, c->stream>>>(x, n, NULL, 0, (double *)c->scratch,
+                                                  c->blocks_done, out);
+    LAUNCH_CHECK();
+    return DQN_OK;
+}
+
+dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
+                         float *norms) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(norms && (x0 || n0 == 0) && x1, "l2_norm2: NULL pointer");
+    unsigned P = cuda_blocks(c, n0 > n1 ? n0 : n1, CUDA_THREADS);
+    k_l2_norms<<<P, CUDA_THREADS, 0, c->stream>>>(x0, n0, x1, n1, (double *)c->scratch,
+                                                  c->blocks_done, norms);
     LAUNCH_CHECK();
     return DQN_OK;
 }
@@ -126,6 +138,68 @@ dqn_status cuda_step_incr(dqn_backend *be, uint64_t *step) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(step, "step_incr: step is NULL");
     k_step_incr<<<1, 1, 0, c->stream>>>(step);
+    LAUNCH_CHECK();
+    return DQN_OK;
+}
+
+/* adam, target_update and step_incr in one launch. Every thread reads the step first; each block
+ * then bumps an integer counter, and the last block, after every block has read the step,
+ * increments it and resets the counter. The arithmetic is k_adam's and the target kernels'. */
+__global__ void k_adam_target_step(float *p, const float *g, float *m, float *v, float *target,
+                                   size_t n, float lr, float beta1, float beta2, float eps,
+                                   float wd, const float *gnorm, float max_norm, int period,
+                                   float tau, uint64_t *step, const int32_t *skip,
+                                   unsigned *done) {
+    __shared__ bool last;
+    const uint64_t st = *(volatile const uint64_t *)step;
+    const bool adam = !(skip && *skip != 0);
+    const bool copy = period > 0 && (st + 1) % (uint64_t)period == 0;
+    float sc = clip_scale(gnorm, max_norm);
+    double t = (double)(st + 1);
+    float c1 = (float)(1.0 / (1.0 - pow((double)beta1, t)));
+    float c2 = (float)(1.0 / (1.0 - pow((double)beta2, t)));
+    float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+    GRID_STRIDE(i, n) {
+        float pi = p[i];
+        if (adam) {
+            float gi = g[i] * sc;
+            float mi = beta1 * m[i] + a1 * gi;
+            float vi = beta2 * v[i] + a2 * gi * gi;
+            m[i] = mi;
+            v[i] = vi;
+            pi = pi - lr * (mi * c1 / (sqrtf(vi * c2) + eps) + wd * pi);
+            p[i] = pi;
+        }
+        if (period == 0) target[i] = tau * pi + (1.0f - tau) * target[i];
+        else if (copy) target[i] = pi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (last && threadIdx.x == 0) {
+        *step = st + 1;
+        *done = 0;
+    }
+}
+
+dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,
+                                 float *target, size_t n, float lr, float beta1, float beta2,
+                                 float eps, float wd, const float *gnorm, float max_norm,
+                                 int period, float tau, uint64_t *step, const int32_t *skip) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(step, "adam_target_step: step is NULL");
+    CUDA_ARG(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f,
+             "adam_target_step: beta1=%g, beta2=%g, each must be in [0, 1)", (double)beta1,
+             (double)beta2);
+    CUDA_ARG(!(max_norm > 0.0f) || gnorm, "adam_target_step: max_norm=%g needs gnorm",
+             (double)max_norm);
+    CUDA_ARG(period > 0 || (period == 0 && tau >= 0.0f && tau <= 1.0f),
+             "adam_target_step: period=%d, tau=%g (period >= 0; tau in [0, 1] when 0)", period,
+             (double)tau);
+    unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* one block even for n = 0: the step rises */
+    k_adam_target_step<<<P, CUDA_THREADS, 0, c->stream>>>(p, g, m, v, target, n, lr, beta1, beta2,
+                                                          eps, wd, gnorm, max_norm, period, tau,
+                                                          step, skip, c->blocks_done);
     LAUNCH_CHECK();
     return DQN_OK;
 }

@@ -33,33 +33,67 @@ __global__ void k_gather_i32(const int32_t *src, const int32_t *idx, int32_t *ds
 }
 
 /* One item per element of a sampled row (obs, next_obs, act, R, disc); every item recomputes its
- * row's index (ten Philox rounds are cheaper than a second launch). */
+ * row's index (ten Philox rounds are cheaper than a second launch). Item e of W per row. */
+__device__ __forceinline__ void sample_item(const dqn_sample_src &s, const dqn_sample_dst &d,
+                                            size_t e, uint64_t seed, uint64_t base, uint32_t sz) {
+    size_t o = (size_t)s.obs_dim, A = (size_t)s.D, W = 2 * o + A + 2;
+    size_t j = e / W, k = e % W;
+    size_t r = dqn_philox_below(seed, DQN_STREAM_REPLAY, base + j, sz);
+    if (k < o) d.x[j * o + k] = s.obs[r * o + k];
+    else if (k < 2 * o) d.xn[j * o + (k - o)] = s.next_obs[r * o + (k - o)];
+    else if (k < 2 * o + A) d.act[j * A + (k - 2 * o)] = s.act[r * A + (k - 2 * o)];
+    else if (k == 2 * o + A) {
+        d.R[j] = s.R[r];
+        d.idx[j] = (int32_t)r;
+    } else d.disc[j] = s.disc[r];
+}
+
+/* item e of the draws laid end to end; dr.n[k] = 0 past dr.count */
+__device__ __forceinline__ void draw_item(const dqn_draws &dr, size_t e, uint64_t seed, uint64_t t) {
+    size_t j = e;
+    int k = 0;
+    while (j >= dr.n[k]) j -= dr.n[k++];
+    dr.out[k][j] = dqn_philox_uniform(seed, dr.stream[k], t * dr.stride[k] + j);
+}
+
+static size_t sample_items(const dqn_sample_src *s, int B) {
+    return (size_t)B * (2 * (size_t)s->obs_dim + (size_t)s->D + 2);
+}
+
 __global__ void k_sample_batch(dqn_sample_src s, dqn_sample_dst d, size_t B, uint64_t seed,
                                const uint64_t *step) {
     uint64_t base = *step * (uint64_t)B;
     uint32_t sz = *s.size;
-    size_t o = (size_t)s.obs_dim, A = (size_t)s.D, W = 2 * o + A + 2;
-    GRID_STRIDE(e, B * W) {
-        size_t j = e / W, k = e % W;
-        size_t r = dqn_philox_below(seed, DQN_STREAM_REPLAY, base + j, sz);
-        if (k < o) d.x[j * o + k] = s.obs[r * o + k];
-        else if (k < 2 * o) d.xn[j * o + (k - o)] = s.next_obs[r * o + (k - o)];
-        else if (k < 2 * o + A) d.act[j * A + (k - 2 * o)] = s.act[r * A + (k - 2 * o)];
-        else if (k == 2 * o + A) {
-            d.R[j] = s.R[r];
-            d.idx[j] = (int32_t)r;
-        } else d.disc[j] = s.disc[r];
-    }
+    GRID_STRIDE(e, B * (2 * (size_t)s.obs_dim + (size_t)s.D + 2)) sample_item(s, d, e, seed, base, sz);
 }
 
 __global__ void k_rand_uniform_multi(dqn_draws dr, size_t total, uint64_t seed, const uint64_t *step) {
     uint64_t t = *step;
-    GRID_STRIDE(e, total) {
-        size_t j = e;
-        int k = 0;
-        while (j >= dr.n[k]) j -= dr.n[k++];
-        dr.out[k][j] = dqn_philox_uniform(seed, dr.stream[k], t * dr.stride[k] + j);
+    GRID_STRIDE(e, total) draw_item(dr, e, seed, t);
+}
+
+/* the sample's items first, then the draws' */
+__global__ void k_sample_draws(dqn_sample_src s, dqn_sample_dst d, size_t B, size_t n_sample,
+                               dqn_draws dr, size_t n_draws, uint64_t seed, const uint64_t *step) {
+    uint64_t t = *step, base = t * (uint64_t)B;
+    uint32_t sz = *s.size;
+    GRID_STRIDE(e, n_sample + n_draws) {
+        if (e < n_sample) sample_item(s, d, e, seed, base, sz);
+        else draw_item(dr, e - n_sample, seed, t);
     }
+}
+
+/* the draws with n[k] = 0 past count, and their total */
+static dqn_status draws_of(const char *op, const dqn_draws *d, dqn_draws *out, size_t *total) {
+    CUDA_ARG(d->count >= 0 && d->count <= DQN_MAX_DRAWS, "%s: count = %d, allowed 0..%d", op,
+             d->count, DQN_MAX_DRAWS);
+    *out = *d;
+    *total = 0;
+    for (int k = 0; k < DQN_MAX_DRAWS; k++) {
+        if (k >= d->count) out->n[k] = 0;
+        *total += out->n[k];
+    }
+    return DQN_OK;
 }
 
 dqn_status cuda_sample_batch(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
@@ -67,22 +101,28 @@ dqn_status cuda_sample_batch(dqn_backend *be, const dqn_sample_src *src, const d
     CUDA_ARG(src && dst && step && src->size, "sample_batch: NULL argument");
     CUDA_ARG(B > 0 && src->obs_dim > 0 && src->D > 0, "sample_batch: B=%d obs_dim=%d D=%d", B,
              src->obs_dim, src->D);
-    size_t n = (size_t)B * (2 * (size_t)src->obs_dim + (size_t)src->D + 2);
-    LAUNCH_1D(k_sample_batch, n, *src, *dst, (size_t)B, seed, step);
+    LAUNCH_1D(k_sample_batch, sample_items(src, B), *src, *dst, (size_t)B, seed, step);
 }
 
 dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
                                    const uint64_t *step) {
     CUDA_ARG(d && step, "rand_uniform_multi: NULL argument");
-    CUDA_ARG(d->count >= 0 && d->count <= DQN_MAX_DRAWS,
-             "rand_uniform_multi: count = %d, allowed 0..%d", d->count, DQN_MAX_DRAWS);
-    dqn_draws dr = *d;
+    dqn_draws dr;
     size_t total = 0;
-    for (int k = 0; k < DQN_MAX_DRAWS; k++) {
-        if (k >= d->count) dr.n[k] = 0;
-        total += dr.n[k];
-    }
+    DQN_TRY(draws_of("rand_uniform_multi", d, &dr, &total));
     LAUNCH_1D(k_rand_uniform_multi, total, dr, total, seed, step);
+}
+
+dqn_status cuda_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
+                             int B, const dqn_draws *d, uint64_t seed, const uint64_t *step) {
+    CUDA_ARG(src && dst && d && step && src->size, "sample_draws: NULL argument");
+    CUDA_ARG(B > 0 && src->obs_dim > 0 && src->D > 0, "sample_draws: B=%d obs_dim=%d D=%d", B,
+             src->obs_dim, src->D);
+    dqn_draws dr;
+    size_t total = 0;
+    DQN_TRY(draws_of("sample_draws", d, &dr, &total));
+    size_t ns = sample_items(src, B);
+    LAUNCH_1D(k_sample_draws, ns + total, *src, *dst, (size_t)B, ns, dr, total, seed, step);
 }
 
 dqn_status cuda_rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t seed, uint32_t stream,

@@ -1,0 +1,62 @@
+/* What the CPU backend's files share: argument checks that name the op, and the lane count of
+ * its double accumulators. */
+#ifndef DQN_CPU_INTERNAL_H
+#define DQN_CPU_INTERNAL_H
+#include <math.h>
+
+#include "backends/backend.h"
+#include "core/error.h"
+
+/* Double accumulators in independent lanes: vectorisable, and a shorter rounding chain. */
+enum { LANES = 8 };
+
+#define REQUIRE(cond, ...)                                     \
+    do {                                                       \
+        if (!(cond)) return DQN_ERR(DQN_ERR_ARG, __VA_ARGS__); \
+    } while (0)
+
+/* min(1, max_norm / norm), 1 when clipping is off or the norm is not a positive finite value */
+static inline float cpu_clip_scale(float norm, float max_norm) {
+    return max_norm > 0.0f && isfinite(norm) && norm > max_norm ? max_norm / norm : 1.0f;
+}
+
+/* the fused ops (cpu_fused.c), for the op table */
+dqn_status cpu_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
+                         const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
+                         int H, const dqn_branches *br);
+dqn_status cpu_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
+                        float *norms);
+dqn_status cpu_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
+                         const float *dV, const float *dAdv, const float *norms, float max_norm,
+                         float *dhva,
+                         float *dWv2, float *dbv2, float *dWa2, float *dba2, int R, int H, int A);
+dqn_status cpu_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g, const float *gamma,
+                               const float *beta, float *r, float *y, float *mean, float *rstd,
+                               int M, int d);
+dqn_status cpu_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
+                               const float *mean, const float *rstd, const float *g,
+                               const float *dy, float *dres, float *dg, float *dgamma,
+                               float *dbeta, int M, int d);
+dqn_status cpu_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
+                       int B, int T, int d);
+dqn_status cpu_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
+                       float *dz, float *dh, float *dphi, int B, int T, int d);
+dqn_status cpu_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,
+                                float *target, size_t n, float lr, float beta1, float beta2,
+                                float eps, float wd, const float *gnorm, float max_norm,
+                                int period, float tau, uint64_t *step, const int32_t *skip);
+dqn_status cpu_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
+                            int B, const dqn_draws *d, uint64_t seed, const uint64_t *step);
+dqn_status cpu_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                            const float *b, float *Y, int M, int K, int N, dqn_act act);
+dqn_status cpu_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                            const float *dY, float *dX, int acc_dx, float *dW, float *db, int M,
+                            int K, int N);
+dqn_status cpu_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
+                             dqn_act act);
+dqn_status cpu_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
+                               int T, int N);
+/* db[N] = column sums of dY [M, N], in row order (linear_bwd's) */
+void cpu_colsum(const float *dY, float *db, int M, int N);
+
+#endif

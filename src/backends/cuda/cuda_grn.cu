@@ -1,0 +1,123 @@
+/* The GRN block's tail fused (issue 3): gate + LayerNorm forward in one kernel, and LayerNorm
+ * backward + gate backward, with dgamma/dbeta, in one kernel. One warp per row, with the
+ * arithmetic of cuda_elementwise.cu's gate and cuda_norm.cu's LayerNorm; dgamma and dbeta are
+ * column sums: per-warp sums in shared memory, per-block partials in scratch, and the last block
+ * (an integer counter) adds them in block order, so replays are bit-identical. */
+#include "backends/cuda/cuda_common.cuh"
+
+#define GRN_WARPS 8
+#define GRN_MAX_PARTS 256
+#define GRN_MIN_ROWS_PER_PART 32
+#define SMEM_FLOATS 12288
+
+__global__ void k_grn_gate_ln_fwd(const float *h, const float *g, const float *gamma,
+                                  const float *beta, float *r, float *y, float *mean, float *rstd,
+                                  int M, int d) {
+    const int lane = threadIdx.x & 31, m = blockIdx.x * GRN_WARPS + (threadIdx.x >> 5);
+    if (m >= M) return;
+    const float *hm = h + (size_t)m * d, *gm = g + (size_t)m * 2 * d;
+    float *rm = r + (size_t)m * d, *ym = y + (size_t)m * d;
+    for (int j = lane; j < d; j += 32) rm[j] = hm[j] + gm[j] * sigmoidf(gm[d + j]);
+    float mu, rs;
+    ln_row_stats(rm, d, lane, &mu, &rs);   /* each lane reads back only what it wrote */
+    for (int j = lane; j < d; j += 32) ym[j] = (rm[j] - mu) * rs * gamma[j] + beta[j];
+    if (lane == 0) {
+        mean[m] = mu;
+        rstd[m] = rs;
+    }
+}
+
+/* Block p takes rows [p*chunk, (p+1)*chunk), its warps row by row in turn. Shared: per warp
+ * [2][d] sums (dgamma then dbeta) of its rows. */
+__global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const float *mean,
+                                  const float *rstd, const float *g, const float *dy, float *dres,
+                                  float *dg, float *dgamma, float *dbeta, int M, int d, int chunk,
+                                  float *part, unsigned *done) {
+    extern __shared__ float sm[];
+    __shared__ bool last;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, W = blockDim.x >> 5;
+    const int p = blockIdx.x, P = gridDim.x;
+    float *acc = sm + (size_t)w * 2 * d;
+    for (int j = lane; j < 2 * d; j += 32) acc[j] = 0.0f;
+    const int r1 = min(M, (p + 1) * chunk);
+    for (int m = p * chunk + w; m < r1; m += W) {
+        const size_t r = (size_t)m * d;
+        const float mu = mean[m], rs = rstd[m];
+        float s1, s2;
+        ln_bwd_row_sums(x + r, gamma, dy + r, mu, rs, d, lane, &s1, &s2);
+        const float *gm = g + 2 * r;
+        float *dgm = dg + 2 * r;
+        for (int j = lane; j < d; j += 32) {
+            float e = dy[r + j], gj = e * gamma[j];
+            float xh = (x[r + j] - mu) * rs;
+            float dr = rs * (gj - s1 - xh * s2);
+            float a = gm[j], sg = sigmoidf(gm[d + j]);
+            dres[r + j] = dr;
+            dgm[j] = dr * sg;
+            dgm[d + j] = dr * a * sg * (1.0f - sg);
+            acc[j] += e * xh;
+            acc[d + j] += e;
+        }
+    }
+    __syncthreads();
+    /* this block's partial: the warps' sums in warp order */
+    for (int j = threadIdx.x; j < 2 * d; j += blockDim.x) {
+        float t = 0.0f;
+        for (int v = 0; v < W; v++) t += sm[(size_t)v * 2 * d + j];
+        part[(size_t)p * 2 * d + j] = t;
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(done, 1u) == (unsigned)P - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const volatile float *vp = part;
+    for (int j = threadIdx.x; j < 2 * d; j += blockDim.x) {
+        float t = 0.0f;
+        for (int q = 0; q < P; q++) t += vp[(size_t)q * 2 * d + j];
+        if (j < d) dgamma[j] = t;
+        else dbeta[j - d] = t;
+    }
+    if (threadIdx.x == 0) *done = 0;
+}
+
+dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
+                                const float *gamma, const float *beta, float *r, float *y,
+                                float *mean, float *rstd, int M, int d) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(M >= 0 && d > 0, "grn_gate_ln_fwd: bad shape M=%d d=%d", M, d);
+    if (M == 0) return DQN_OK;
+    k_grn_gate_ln_fwd<<<(unsigned)((M + GRN_WARPS - 1) / GRN_WARPS), GRN_WARPS * 32, 0,
+                        c->stream>>>(h, g, gamma, beta, r, y, mean, rstd, M, d);
+    LAUNCH_CHECK();
+    return DQN_OK;
+}
+
+dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
+                                const float *mean, const float *rstd, const float *g,
+                                const float *dy, float *dres, float *dg, float *dgamma,
+                                float *dbeta, int M, int d) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(M >= 0 && d > 0, "grn_ln_gate_bwd: bad shape M=%d d=%d", M, d);
+    CUDA_ARG(dres != dy && dg != dy, "grn_ln_gate_bwd: dres and dg must not alias dy");
+    if (M == 0) {
+        CUDA_CHECK(cudaMemsetAsync(dgamma, 0, (size_t)d * sizeof(float), c->stream));
+        CUDA_CHECK(cudaMemsetAsync(dbeta, 0, (size_t)d * sizeof(float), c->stream));
+        return DQN_OK;
+    }
+    /* fewer warps when the per-warp sums of a wide row would not fit */
+    int W = GRN_WARPS;
+    while (W > 1 && (size_t)W * 2 * d > SMEM_FLOATS) W--;
+    CUDA_ARG((size_t)W * 2 * d <= SMEM_FLOATS, "grn_ln_gate_bwd: d=%d, at most %d", d,
+             SMEM_FLOATS / 2);
+    int P = (M + GRN_MIN_ROWS_PER_PART - 1) / GRN_MIN_ROWS_PER_PART;
+    if (P > GRN_MAX_PARTS) P = GRN_MAX_PARTS;
+    if ((size_t)P * 2 * d > CUDA_SCRATCH_FLOATS) P = (int)(CUDA_SCRATCH_FLOATS / (2 * (size_t)d));
+    int chunk = (M + P - 1) / P;
+    k_grn_ln_gate_bwd<<<(unsigned)P, W * 32, (size_t)W * 2 * d * sizeof(float), c->stream>>>(
+        r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, chunk, c->scratch,
+        c->blocks_done + 1);
+    LAUNCH_CHECK();
+    return DQN_OK;
+}

@@ -1,0 +1,199 @@
+/* The update's op structure, counted on the counting CPU backend (tests/op_counter.h): the counter
+ * is faithful (an update through it equals one on the plain CPU backend bit for bit); with K == N
+ * the online net runs one pass over x and x' (two forward passes in all, three when K != N);
+ * each pass runs the fused heads, GRN and IQN ops and none of the ops they replace, and the split
+ * bottleneck when asked; the backward has no axpy but the GRN residuals'; sampling and the
+ * optimizer are three ops. Prints the
+ * estimated CUDA graph nodes per update of the benchmark's two models. */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "dqn_philox.h"
+#include "model/model.h"
+#include "op_counter.h"
+
+enum { CAP = 300 };
+
+typedef struct {
+    float obs[CAP * 8], next_obs[CAP * 8], R[CAP], disc[CAP];
+    int32_t act[CAP * 4];
+    uint32_t size;
+} replay_arrays;
+
+static void fill_replay(replay_arrays *r, const dqn_arch *a, dqn_replay_view *v) {
+    uint64_t c = 0;
+    for (int i = 0; i < CAP * a->obs_dim; i++) {
+        r->obs[i] = 2 * dqn_philox_uniform(3, 1, c++) - 1;
+        r->next_obs[i] = 2 * dqn_philox_uniform(3, 1, c++) - 1;
+    }
+    for (int i = 0; i < CAP; i++) {
+        r->R[i] = dqn_philox_uniform(3, 2, (uint64_t)i);
+        r->disc[i] = i % 5 ? 0.97f : 0.0f;
+        for (int b = 0; b < a->br.D; b++)
+            r->act[i * a->br.D + b] = (int32_t)dqn_philox_below(3, 3, c++, (uint32_t)a->br.n[b]);
+    }
+    r->size = CAP - 17;
+    *v = (dqn_replay_view){r->obs, r->next_obs, r->R, r->disc, r->act, &r->size};
+}
+
+static dqn_arch arch_of(int obs, int d, int grn, int bn, int hidden, int D, const int *sizes) {
+    dqn_arch a;
+    memset(&a, 0, sizeof a);
+    a.obs_dim = obs, a.d = d, a.grn_blocks = grn, a.n_cos = 16, a.bottleneck = bn;
+    a.head_hidden = hidden;
+    dqn_branches_init(&a.br, D, sizes);
+    return a;
+}
+
+static dqn_update_cfg ucfg_of(int B, int N, int K) {
+    dqn_update_cfg u;
+    memset(&u, 0, sizeof u);
+    u.B = B, u.N = N, u.Nt = 6, u.K = K, u.mode = DQN_TARGET_MEAN, u.kappa = 1.0f;
+    u.lr = 1e-3f, u.beta1 = 0.9f, u.beta2 = 0.999f, u.adam_eps = 1e-8f, u.grad_clip = 10.0f;
+    u.head_grad_clip = 0.5f, u.target_period = 2, u.seed = 9;
+    return u;
+}
+
+/* Two updates on the counting backend and on a plain CPU backend: loss, parameters, target and
+ * step agree bit for bit. */
+static void test_faithful(dqn_backend *counting, const dqn_arch *a, const dqn_update_cfg *u) {
+    dqn_backend *plain = NULL;
+    CHECK_OK(dqn_backend_cpu_create(&plain));
+    dqn_model m[2];
+    dqn_backend *bes[2] = {counting, plain};
+    static replay_arrays r;
+    dqn_replay_view v;
+    fill_replay(&r, a, &v);
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(dqn_model_create(&m[k], bes[k], a, u));
+        CHECK_OK(dqn_model_init_weights(&m[k], 4));
+    }
+    for (int step = 0; step < 2; step++)
+        for (int k = 0; k < 2; k++) CHECK_OK(dqn_model_update(&m[k], &v));
+    size_t n = m[0].L.n_params * sizeof(float);
+    CHECK(memcmp(m[0].loss, m[1].loss, 4) == 0 && memcmp(m[0].params, m[1].params, n) == 0 &&
+              memcmp(m[0].target, m[1].target, n) == 0 && *m[0].step == 2 && *m[1].step == 2,
+          "an update through the counting backend differs from the plain CPU backend's");
+    for (int k = 0; k < 2; k++) dqn_model_destroy(&m[k]);
+    plain->ops->destroy(plain);
+}
+
+/* one update's counts: the loss-and-gradient stage, then the whole update */
+static void count_update(dqn_model *m, const dqn_replay_view *v, long *stage_calls) {
+    oc_reset();
+    CHECK_OK(dqn_model_loss_grad(m));
+    *stage_calls = oc_calls();
+    oc_reset();
+    CHECK_OK(dqn_model_update(m, v));
+}
+
+static void test_structure(dqn_backend *be, const dqn_arch *a, int B, int N, int K, int split) {
+    dqn_update_cfg u = ucfg_of(B, N, K);
+    u.bn_split_rows = split ? 1 : 0;
+    dqn_model m;
+    static replay_arrays r;
+    dqn_replay_view v;
+    fill_replay(&r, a, &v);
+    CHECK_OK(dqn_model_create(&m, be, a, &u));
+    CHECK_OK(dqn_model_init_weights(&m, 4));
+    long stage = 0;
+    count_update(&m, &v, &stage);
+    const long passes = K == N ? 2 : 3, L = a->grn_blocks;
+    const long bn = a->bottleneck > 0 && !split, sp = a->bottleneck > 0 && split;
+    printf("bottleneck %d%s, grn %ld, K %s N: %ld ops per update, ~%ld nodes;", a->bottleneck > 0,
+           sp ? " (split)" : "", L, K == N ? "==" : "!=", oc_calls(), oc_nodes());
+    oc_print(stdout);
+    CHECK(oc_unwrapped() == 0, "%d compute ops are not counted", oc_unwrapped());
+    CHECK(oc_count("cos_embed") == passes && oc_count("heads_fwd") == passes &&
+              oc_count("iqn_fwd") == passes,
+          "K %d, N %d: %ld / %ld / %ld forward passes (cos_embed / heads_fwd / iqn_fwd), want %ld",
+          K, N, oc_count("cos_embed"), oc_count("heads_fwd"), oc_count("iqn_fwd"), passes);
+    CHECK(oc_count("q_argmax") == 1 && oc_count("iqn_targets") == 1 &&
+              oc_count("quantile_huber") == 1,
+          "argmax, targets and loss once each");
+    /* per pass: in, L x (a, b), phi, [bn], va; split: the bottleneck's two halves and the
+     * broadcast add */
+    CHECK(oc_count("linear_fwd") + oc_count("linear_act_fwd") == passes * (1 + 2 * L + 2 + bn),
+          "%ld linear forwards, want %ld", oc_count("linear_fwd") + oc_count("linear_act_fwd"),
+          passes * (1 + 2 * L + 2 + bn));
+    CHECK(oc_count("linear_ld_fwd") == 2 * sp * passes && oc_count("bcast_add_act") == sp * passes,
+          "split bottleneck: %ld linear_ld_fwd, %ld bcast_add_act", oc_count("linear_ld_fwd"),
+          oc_count("bcast_add_act"));
+    CHECK(oc_count("grn_gate_ln_fwd") == passes * L && oc_count("grn_ln_gate_bwd") == L,
+          "GRN tails: %ld forward, %ld backward", oc_count("grn_gate_ln_fwd"),
+          oc_count("grn_ln_gate_bwd"));
+    /* the ops the fused ones replace are gone */
+    const char *gone[] = {"dueling_fwd", "gate_fwd", "layernorm_fwd", "gate_bwd", "layernorm_bwd",
+                          "mul_bcast_fwd", "mul_bcast_bwd", "concat_bcast_fwd",
+                          "concat_bcast_bwd", "clip_by_norm", "adam", "target_update",
+                          "step_incr", "sample_batch", "rand_uniform_multi", "fill"};
+    for (size_t k = 0; k < sizeof gone / sizeof gone[0]; k++)
+        CHECK(oc_count(gone[k]) == 0, "%s called %ld times", gone[k], oc_count(gone[k]));
+    /* backward: in, L x (b, a), phi, [bn], va; axpy only for the GRN residuals; relu_bwd only
+     * for the bottleneck's ReLU */
+    CHECK(oc_count("linear_bwd") == 1 + 2 * L + 1 + bn + 1 && oc_count("linear_ld_bwd") == 2 * sp &&
+              oc_count("relu_bwd_tausum") == sp,
+          "%ld linear backwards, %ld linear_ld_bwd, %ld relu_bwd_tausum", oc_count("linear_bwd"),
+          oc_count("linear_ld_bwd"), oc_count("relu_bwd_tausum"));
+    CHECK(oc_count("axpy") == L && oc_count("relu_bwd") == bn && oc_count("heads_bwd") == 1 &&
+              oc_count("l2_norm2") == 1 && oc_count("iqn_bwd") == 1,
+          "backward: axpy %ld (want %ld), relu_bwd %ld (want %ld), heads_bwd %ld, l2_norm2 %ld",
+          oc_count("axpy"), L, oc_count("relu_bwd"), bn, oc_count("heads_bwd"),
+          oc_count("l2_norm2"));
+    /* sampling and the optimizer around the stage: sample_draws, l2_norm, adam_target_step */
+    CHECK(oc_calls() - stage == 3 && oc_count("sample_draws") == 1 && oc_count("l2_norm") == 1 &&
+              oc_count("adam_target_step") == 1,
+          "%ld ops outside the loss-and-gradient stage, want 3", oc_calls() - stage);
+    dqn_model_destroy(&m);
+}
+
+/* the benchmark's models (bench_update), counted dry at B = 32 and 4096 */
+static void print_bench_models(void) {
+    static const int br2[] = {2}, br355[] = {3, 5, 5};
+    const dqn_arch models[2] = {arch_of(4, 64, 1, 0, 64, 1, br2), arch_of(64, 256, 2, 128, 256, 3, br355)};
+    const char *names[2] = {"cartpole", "seed"};
+    oc_dry = 1;
+    for (int k = 0; k < 2; k++)
+        for (int B = 32; B <= 4096; B *= 128) {
+            dqn_arch a = models[k];
+            a.n_cos = 64;
+            dqn_update_cfg u = ucfg_of(B, 32, 32);
+            u.Nt = 32;
+            dqn_backend *be = &oc_be;
+            dqn_model m;
+            CHECK_OK(dqn_model_create(&m, be, &a, &u));
+            oc_reset();
+            uint32_t size = 1;
+            dqn_replay_view v = {NULL, NULL, NULL, NULL, NULL, &size};
+            CHECK_OK(dqn_model_update(&m, &v));
+            printf("%s model, B %d, N = N' = K = 32: %ld ops, ~%ld CUDA nodes, %.4g GFLOP per update\n",
+                   names[k], B, oc_calls(), oc_nodes(), oc_flops * 1e-9);
+            dqn_model_destroy(&m);
+        }
+    oc_dry = 0;
+}
+
+int main(void) {
+    dqn_backend *be = NULL;
+    CHECK_OK(oc_create(&be));
+    if (!be) return check_finish("test_op_count");
+    static const int one[] = {2}, three[] = {3, 5, 5};
+    const dqn_arch plain = arch_of(5, 16, 1, 0, 12, 1, one);
+    const dqn_arch wide = arch_of(6, 16, 2, 10, 12, 3, three);
+    dqn_update_cfg u = ucfg_of(8, 4, 4);
+    test_faithful(be, &wide, &u);
+    u.bn_split_rows = 1;
+    test_faithful(be, &wide, &u);
+    u = ucfg_of(8, 4, 3);
+    test_faithful(be, &plain, &u);
+    test_structure(be, &plain, 8, 4, 4, 0);
+    test_structure(be, &plain, 8, 4, 3, 0);
+    test_structure(be, &wide, 8, 5, 5, 0);
+    test_structure(be, &wide, 8, 5, 2, 0);
+    test_structure(be, &wide, 8, 5, 5, 1);
+    test_structure(be, &wide, 8, 5, 2, 1);
+    print_bench_models();
+    be->ops->destroy(be);
+    return check_finish("test_op_count");
+}
