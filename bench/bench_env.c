@@ -24,7 +24,8 @@ static double steps_per_s(const char *name, int n, double seconds) {
     dqn_vecenv v;
     size_t per_row = (size_t)n * (size_t)(t ? t->n_branches : 1);
     int32_t *act = malloc(ROWS * per_row * sizeof *act);
-    if (!t || !act || dqn_vecenv_create(&v, t, n, 1, DQN_STREAM_ENV) != DQN_OK) {
+    dqn_env env = dqn_env_of(t);
+    if (!t || !act || dqn_vecenv_create(&v, &env, n, 1, DQN_STREAM_ENV) != DQN_OK) {
         fprintf(stderr, "bench_env: cannot create %d %s envs: %s\n", n, name, dqn_last_error());
         exit(1);
     }

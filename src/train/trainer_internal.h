@@ -31,7 +31,7 @@ typedef struct {
 struct dqn_trainer {
     dqn_config cfg;
     dqn_backend *be;
-    const dqn_env_type *env;
+    dqn_env env;              /* the instance (market: its data and fold) */
     dqn_arch arch;
     dqn_model model;
     dqn_replay replay;
@@ -63,6 +63,6 @@ dqn_status dqn_actor_greedy(dqn_actor *a, dqn_backend *be, const dqn_layout *L, 
 /* Open a backend by the config's device key ("cpu", "cuda", "auto"). */
 dqn_status dqn_backend_open(const char *device, const char *math, int threads, dqn_backend **out);
 /* Architecture of a config on an env (branches from the config or the env). */
-dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env_type *env, dqn_arch *a);
+dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env *env, dqn_arch *a);
 
 #endif
