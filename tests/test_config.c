@@ -82,7 +82,7 @@ static const struct {
     {FIELD(synth_rows), "5000"},
     {FIELD(synth_assets), "8"},
     {FIELD(synth_noise_features), "4"},
-    {FIELD(synth_signal), "0.2"},
+    {FIELD(synth_signal), "0.35"},
     {FIELD(synth_corr), "0.5"},
     {FIELD(synth_vol), "0.02"},
     {FIELD(synth_drift), "0.001"},
@@ -175,13 +175,13 @@ static void test_typed_values(void) {
           "health defaults");
     CHECK(c.data[0] == 0 && strcmp(c.ts_column, "timestamp") == 0 && c.price_columns[0] == 0 &&
               c.feature_columns[0] == 0 && strcmp(c.fill, "none") == 0, "market data defaults");
-    CHECK(c.position_levels == 3 && c.window == 16 && c.episode_len == 128 && c.cost == 5e-4 &&
+    CHECK(c.position_levels == 3 && c.window == 8 && c.episode_len == 128 && c.cost == 5e-4 &&
               c.holding_cost == 0 && c.reward_scale == 100 && c.periods_per_year == 252,
           "market env defaults");
     CHECK(c.folds == 4 && strcmp(c.fold_mode, "rolling") == 0 && c.train_blocks == 2 &&
-              c.epochs == 10 && c.fold == 0, "walk-forward defaults");
-    CHECK(c.synth_rows == 3000 && c.synth_assets == 4 && c.synth_noise_features == 2 &&
-              c.synth_signal == 0.1 && c.synth_corr == 0.3 && c.synth_vol == 0.01 &&
+              c.epochs == 4 && c.fold == 0, "walk-forward defaults");
+    CHECK(c.synth_rows == 8000 && c.synth_assets == 4 && c.synth_noise_features == 2 &&
+              c.synth_signal == 0.2 && c.synth_corr == 0.3 && c.synth_vol == 0.01 &&
               c.synth_drift == 5e-4 && c.synth_switch == 0.01, "synthetic market defaults");
     CHECK_OK(dqn_config_validate(&c));
 
@@ -518,7 +518,7 @@ static void test_presets(void) {
               c.lr == 5e-4 && c.d == 64, "mountaincar preset");
     CHECK_OK(dqn_config_validate(&c));
     CHECK_OK(dqn_config_preset(&c, "market"));
-    CHECK(strcmp(c.env, "market") == 0 && c.gamma == 0.9 && c.n_step == 1 && c.num_envs == 4 &&
+    CHECK(strcmp(c.env, "market") == 0 && c.gamma == 0.5 && c.n_step == 1 && c.num_envs == 4 &&
               c.folds == 4 && c.position_levels == 3 && c.data[0] == 0, "market preset");
     CHECK_OK(dqn_config_validate(&c));
     dqn_config before = c;
