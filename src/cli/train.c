@@ -31,7 +31,8 @@ static const char *const resume_keys[] = {"steps", "run_dir", "log_interval",
 
 static void train_help(void) {
     printf(
-        "usage: dqn train [--env cartpole|acrobot|mountaincar] [--config FILE] [--KEY VALUE]...\n"
+        "usage: dqn train [--env cartpole|acrobot|mountaincar|market] [--config FILE] "
+        "[--KEY VALUE]...\n"
         "       dqn train --resume FILE [--steps N] [--run-dir DIR] [--log-interval N]\n"
         "                 [--checkpoint-interval N] [--eval-episodes N] [--device D]\n"
         "\n"
@@ -50,6 +51,12 @@ static void train_help(void) {
         "  checkpoint.bin  at the end, every checkpoint_interval env steps, and on Ctrl-C\n"
         "  eval.json       the final greedy evaluation: eval_episodes episodes, seed derived\n"
         "                  from the run's seed (dqn eval --checkpoint reproduces it)\n"
+        "\n"
+        "--env market runs walk-forward folds instead (docs/market.md): per fold k a\n"
+        "sub-directory Fk with the files above for its training window, plus oos.csv and\n"
+        "fold.json (out-of-sample metrics beside buy-and-hold and flat); summary.csv and\n"
+        "equity.svg for all folds; data.csv when the data is synthetic (--data FILE.csv to\n"
+        "use a file). --resume Fk/checkpoint.bin continues that fold's training only.\n"
         "\n"
         "The config is resolved in order: the preset of --env (else of the config file's env,\n"
         "else cartpole), then --config FILE, then each --KEY VALUE (or --KEY=VALUE) in order,\n"
@@ -177,6 +184,8 @@ static int run(dqn_trainer *t, const dqn_config *c) {
     return final_eval(t, c, wall_s);
 }
 
+int cli_train_run(dqn_trainer *t, const dqn_config *c) { return run(t, c); }
+
 static int fresh(const cli_flags *f) {
     static const char *const own[] = {NULL};
     dqn_config c;
@@ -189,6 +198,7 @@ static int fresh(const cli_flags *f) {
         if ((s = dqn_config_set(&c, "run_dir", dir)) != DQN_OK) return cli_fail_status(s);
     }
     if ((rc = cli_rundir_check_free(c.run_dir))) return rc;
+    if (strcmp(c.env, "market") == 0) return cli_market_train(&c);
     dqn_trainer *t;
     if ((s = dqn_trainer_create(&c, &t)) != DQN_OK) return cli_fail_status(s);
     rc = cli_rundir_create(c.run_dir);
