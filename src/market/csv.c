@@ -73,7 +73,8 @@ static int find_col(const loader *L, const char *name) {
 
 static dqn_status parse_header(loader *L, char *line, const dqn_config *c, dqn_market_data *d) {
     if (strncmp(line, "\xEF\xBB\xBF", 3) == 0) line += 3; /* a UTF-8 byte-order mark */
-    int n = split(line, NULL, 0);
+    int n = 1;
+    for (const char *p = line; (p = strchr(p, ',')); p++) n++;
     L->name = calloc((size_t)n, sizeof *L->name);
     if (!L->name) return DQN_ERR(DQN_ERR_NOMEM, "%s: header", L->path);
     split(line, L->name, n);
