@@ -63,8 +63,7 @@ static void print_header(const dqn_config *c, const dqn_walkforward_plan *p) {
 }
 
 /* fold.json: the fold's rows and the metrics of the agent and the baselines */
-static int write_fold_json(const char *dir, const dqn_market_data *d, const dqn_fold_result *r,
-                           int64_t env_steps) {
+static int write_fold_json(const char *dir, const dqn_market_data *d, const dqn_fold_result *r) {
     char path[512];
     FILE *f = create(dir, "fold.json", path, sizeof path);
     if (!f) return CLI_FAIL;
@@ -77,7 +76,7 @@ static int write_fold_json(const char *dir, const dqn_market_data *d, const dqn_
                "\"start\": \"%s\", \"end\": \"%s\"},\n  \"test\": {\"first_row\": %d, "
                "\"last_row\": %d, \"start\": \"%s\", \"end\": \"%s\"},\n  \"periods\": %d,\n"
                "  \"env_steps\": %lld", r->fold, r->rows.train_lo, r->rows.train_hi - 1, tl, th,
-            r->rows.test_lo, r->rows.test_hi - 1, sl, sh, r->n, (long long)env_steps);
+            r->rows.test_lo, r->rows.test_hi - 1, sl, sh, r->n, (long long)r->env_steps);
     for (int p = 0; p < DQN_WF_N; p++) {
         const dqn_market_metrics *m = &r->m[p];
         const double v[6] = {m->total_return, m->annual_return, m->sharpe, m->max_drawdown,
@@ -248,7 +247,7 @@ static int run_fold(const dqn_config *c, const dqn_walkforward_plan *p, int k,
     dqn_trainer_destroy(t);
     if (rc) return rc;
     rc = write_oos(dir, &p->data, r);
-    if (!rc) rc = write_fold_json(dir, &p->data, r, fc.steps);
+    if (!rc) rc = write_fold_json(dir, &p->data, r);
     if (!rc) {
         char a[24], b[24];
         pct(a, sizeof a, r->m[DQN_WF_AGENT].total_return);

@@ -87,6 +87,7 @@ dqn_status dqn_walkforward_evaluate(dqn_trainer *t, dqn_fold_result *r) {
     int from = x->fold.test_lo - 1, n = x->fold.test_hi - x->fold.test_lo, A = x->assets;
     r->fold = c->fold;
     r->rows = x->fold;
+    r->env_steps = t->env_steps;
     DQN_TRY(result_alloc(r, n, A));
     float *obs = malloc((size_t)t->env.obs_dim * sizeof *obs);
     if (!obs) {

@@ -28,6 +28,7 @@ typedef struct {
     double *equity[DQN_WF_N];       /* [n + 1] from 1 */
     double *pos;                    /* [n, assets] the agent's positions */
     dqn_market_metrics m[DQN_WF_N];
+    int64_t env_steps;              /* of the fold's training */
     double train_s, eval_s;         /* wall clock (dqn_walkforward_run only) */
 } dqn_fold_result;
 
