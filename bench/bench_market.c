@@ -14,14 +14,9 @@
 #include <time.h>
 
 #include "dqn_philox.h"
+#include "env_rate.h"
 #include "envs/market.h"
 #include "train/walkforward.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int fail(const char *what) {
     fprintf(stderr, "bench_market: %s: %s\n", what, dqn_last_error());
@@ -35,33 +30,6 @@ static void env_config(dqn_config *c) {
     c->synth_assets = 4;
 }
 
-enum { ROWS = 1024 }; /* steps of pre-drawn actions, cycled */
-
-static double steps_per_s(const dqn_env *env, int n, double seconds) {
-    dqn_vecenv v;
-    size_t per_row = (size_t)n * env->n_branches;
-    int32_t *act = malloc(ROWS * per_row * sizeof *act);
-    if (!act || dqn_vecenv_create(&v, env, n, 1, DQN_STREAM_ENV) != DQN_OK) exit(fail("vector"));
-    for (size_t k = 0; k < ROWS * per_row; k++)
-        act[k] = (int32_t)dqn_philox_below(1, DQN_STREAM_EXPLORE, k, (uint32_t)env->branch_sizes[0]);
-    dqn_vecenv_reset(&v);
-    double best = 0, start = now();
-    while (now() - start < seconds) { /* best of 20 ms windows: the machine is shared */
-        uint64_t steps = 0;
-        double t0 = now(), t1 = t0;
-        while (t1 - t0 < 0.02) {
-            for (int r = 0; r < ROWS; r++) dqn_vecenv_step(&v, act + (size_t)r * per_row);
-            steps += ROWS;
-            t1 = now();
-        }
-        double rate = (double)steps * n / (t1 - t0);
-        if (rate > best) best = rate;
-    }
-    dqn_vecenv_destroy(&v);
-    free(act);
-    return best;
-}
-
 static int bench_env(double seconds) {
     dqn_config c;
     env_config(&c);
@@ -69,8 +37,8 @@ static int bench_env(double seconds) {
     if (dqn_env_open(&c, &env) != DQN_OK) return fail("market env");
     printf("market env: %d assets, window %d, obs %d floats, %d position levels\n",
            env.n_branches, c.window, env.obs_dim, c.position_levels);
-    printf("market_env_steps_per_s=%.0f\n", steps_per_s(&env, 8, seconds));
-    printf("market_env_steps_per_s_1env=%.0f\n", steps_per_s(&env, 1, seconds));
+    printf("market_env_steps_per_s=%.0f\n", env_steps_per_s(&env, 8, seconds));
+    printf("market_env_steps_per_s_1env=%.0f\n", env_steps_per_s(&env, 1, seconds));
     dqn_env_close(&env);
     return 0;
 }
@@ -137,9 +105,9 @@ static int fold_timing(const char *device) {
     dqn_config_preset(&c, "market");
     snprintf(c.device, sizeof c.device, "%s", device);
     dqn_fold_result r[DQN_WF_MAX_FOLDS];
-    double t0 = now();
+    double t0 = bench_now();
     if (dqn_walkforward_run(&c, r) != DQN_OK) return fail("walk-forward");
-    double total = now() - t0, sum = 0;
+    double total = bench_now() - t0, sum = 0;
     for (int k = 0; k < c.folds; k++) {
         printf("market fold %d %s: %lld env steps, train %.2f s (%.0f env steps/s incl. updates), "
                "out-of-sample eval %.3f s (%d periods), agent %+.1f%%\n", k, device,

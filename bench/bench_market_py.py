@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from bench_env_gym import best_rate  # the same best-of-short-windows timing
+
 
 def load(d):
     meta = json.load(open(os.path.join(d, "meta.json")))
@@ -102,15 +104,6 @@ def check(d, meta, price, feat):
     return worst_o <= 1e-5 and worst_r <= 1e-5
 
 
-def best_rate(seconds, window, steps_per_window):
-    best, start = 0.0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        t0 = time.perf_counter()
-        window()
-        best = max(best, steps_per_window / (time.perf_counter() - t0))
-    return best
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir")
@@ -141,7 +134,8 @@ def main():
             one.step(a)
 
     figures = {
-        "numpy_vec8_market_env_steps_per_s": best_rate(args.seconds, vec_window, acts.shape[0] * acts.shape[1]),
+        "numpy_vec8_market_env_steps_per_s": best_rate(args.seconds, vec_window,
+                                                       acts.shape[0] * acts.shape[1]),
         "numpy_1env_market_env_steps_per_s": best_rate(args.seconds, one_window, len(acts1)),
     }
     for k, v in figures.items():

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU benchmarks of issue 2, in one run: update throughput (OpenBLAS and built-in GEMM), env
 # steps/s against Gymnasium, wall clock to solve CartPole; of issue 5: market env steps/s against
-# its numpy peer (checked step by step first), wall clock per walk-forward fold. Prints a table last.
+# its numpy peer (checked step by step first), wall clock per walk-forward fold. A table last.
 # usage: bench/run.sh [build-dir]   (figures go into docs/BENCHMARKS.md by hand, with the date)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -75,7 +75,7 @@ if [ -f bench/torch_update.py ] && python3 -c 'import torch' 2>/dev/null; then
   done
   row torch_update ok "$(grep -c '^torch' "$LOG/bench.txt") configs"
 fi
-[ -x $BUILD/bench/bench_market ] && { $BUILD/bench/bench_market fold cuda >> "$LOG/bench.txt" 2>&1 && row "bench_market fold cuda" ok "$(grep -m1 '^market_fold_seconds_cuda' "$LOG/bench.txt")" || row "bench_market fold cuda" FAIL "see bench.txt"; }
+[ -x $BUILD/bench/bench_market ] && { $BUILD/bench/bench_market fold cuda >> "$LOG/bench.txt" 2>&1 && row "bench_market fold cuda" ok "$(grep -m1 '^market_fold' "$LOG/bench.txt")" || row "bench_market fold cuda" FAIL "see bench.txt"; }
 grep -E '^(update|torch) ' "$LOG/bench.txt" || true
 
 echo

@@ -1,12 +1,15 @@
-#!/usr/bin/env bash
-# Shared by the CLI tests (tests/test_cli*.sh), sourced: finds the dqn program (skips, exit 77,
-# without one), works in a fresh temporary directory, and defines the checks. Needs DQN_CLI;
-# the caller sets -u and runs from the repository root.
+# The helpers of the CLI tests (tests/test_*cli*.sh), sourced from the repository root as
+#   . tests/cli_lib.sh NAME
+# CLI is the dqn program (DQN_CLI, default build/dqn; exit 77 without one); the test runs in a
+# fresh directory /tmp/dqn_NAME_XXXXXX, removed at exit.
 CLI=${DQN_CLI:-$PWD/build/dqn}
 case "$CLI" in /*) ;; *) CLI=$PWD/$CLI ;; esac
 if [ ! -x "$CLI" ]; then echo "skip: no dqn program at $CLI"; exit 77; fi
 PY=${DQN_PYTHON:-python3}
-W=$(mktemp -d /tmp/dqn_test_cli_XXXXXX)
+# a rank's environment (docs/multi-gpu.md) would turn every dqn train into a rank
+unset DQN_RANK DQN_WORLD_SIZE DQN_LOCAL_DEVICE DQN_NCCL_ID DQN_NCCL_ID_FILE DQN_NCCL_TIMEOUT_S \
+      NCCL_COMM_ID
+W=$(mktemp -d "/tmp/dqn_${1:-test}_XXXXXX")
 trap 'rm -rf "$W"' EXIT
 cd "$W"
 
@@ -45,3 +48,22 @@ json() {  # json FILE PYTHON-EXPRESSION-ON-e: prints its value
   "$PY" -c 'import json, sys; e = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
 
+# with_env VAR=VALUE... -- COMMAND...: COMMAND (a helper above, or a program) with those
+# variables exported, unset again afterwards
+with_env() {
+  local vars=() v
+  while [ "$1" != -- ]; do vars+=("$1"); shift; done
+  shift
+  for v in "${vars[@]}"; do export "${v?}"; done
+  "$@"
+  local rc=$?
+  for v in "${vars[@]}"; do unset "${v%%=*}"; done
+  return $rc
+}
+
+# need_gpus N: exit 77 ("needs N GPUs", which tests/run_gpu_tests.sh reads) when nvidia-smi
+# lists fewer
+need_gpus() {
+  local g; g=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  if [ "$g" -lt "$1" ]; then echo "SKIP: needs $1 GPUs, nvidia-smi lists $g"; exit 77; fi
+}

@@ -5,7 +5,7 @@
 # Needs DQN_CLI (path to build/dqn); prints each check; exits non-zero on the first failure.
 set -u
 cd "$(dirname "$0")/.."
-. tests/cli_lib.sh
+. tests/cli_lib.sh test_cli
 
 TINY=(--steps 600 --learning-starts 100 --batch-size 32 --log-interval 200 --eval-episodes 3)
 

@@ -5,7 +5,7 @@
 # and training on that data.csv gives the same results as on the synthetic data it holds.
 set -u
 cd "$(dirname "$0")/.."
-. tests/cli_lib.sh
+. tests/cli_lib.sh test_cli_market
 
 FEATURES=signal0,signal1,signal2,signal3,noise0,noise1
 SMALL=(--env market --device cpu --synth-rows 600 --folds 2 --train-blocks 1 --epochs 3

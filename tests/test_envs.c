@@ -60,7 +60,8 @@ static void test_registry(void) {
               names[k], t->state_size);
     }
     CHECK(dqn_env_find("pong") == NULL && dqn_env_find(NULL) == NULL, "unknown names");
-    CHECK(strcmp(dqn_env_names(), "cartpole|acrobot|mountaincar|market") == 0, "%s", dqn_env_names());
+    CHECK(strcmp(dqn_env_names(), "cartpole|acrobot|mountaincar|market") == 0, "%s",
+          dqn_env_names());
 
     dqn_vecenv v;
     CHECK(create(&v, dqn_env_find("cartpole"), 0, 1, 16) == DQN_ERR_ARG, "n = 0");

@@ -2,7 +2,8 @@
  * levels, observations (standardised with the training window's statistics, reading rows up to
  * t only), episode windows inside the training rows, fold boundaries, metrics and the
  * buy-and-hold baseline by hand, the synthetic generator's statistics, and the proof of no
- * look-ahead: changing the data after a fold's training window leaves its training bit-identical. */
+ * look-ahead: changing the data after a fold's training window leaves its training
+ * bit-identical. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,26 +11,14 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test_tmp.h"
 #include "dqn_philox.h"
 #include "envs/market.h"
 #include "train/trainer_internal.h"
 #include "train/walkforward.h"
 
-static char dir[] = "/tmp/dqn_test_market_XXXXXX";
-
 static const char *file_with(const char *name, const char *text) {
-    static char path[8][256];
-    static int k;
-    char *p = path[k++ % 8];
-    snprintf(p, sizeof path[0], "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    if (!f) {
-        perror(p);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
-    return p;
+    return test_tmp_file(name, text, strlen(text));
 }
 
 /* Two assets, one feature; rows 1..4 carry the hand-computed periods below. */
@@ -491,11 +480,8 @@ static void test_no_lookahead(void) {
     c.synth_rows = 300;
     dqn_market_data d;
     CHECK_OK(dqn_market_synth(&c, &d));
-    char base[256], after_train[256], mid_test[256], in_train[256];
-    snprintf(base, sizeof base, "%s/base.csv", dir);
-    snprintf(after_train, sizeof after_train, "%s/after_train.csv", dir);
-    snprintf(mid_test, sizeof mid_test, "%s/mid_test.csv", dir);
-    snprintf(in_train, sizeof in_train, "%s/in_train.csv", dir);
+    const char *base = test_tmp_path("base.csv"), *after_train = test_tmp_path("after_train.csv");
+    const char *mid_test = test_tmp_path("mid_test.csv"), *in_train = test_tmp_path("in.csv");
     CHECK_OK(dqn_market_csv_write(&d, base));
     perturb_from(&d, 150);
     CHECK_OK(dqn_market_csv_write(&d, mid_test));
@@ -533,7 +519,8 @@ static void test_no_lookahead(void) {
     /* the baselines over the same periods */
     const dqn_fold_result *o = &a.oos;
     int flat_zero = 1;
-    for (int i = 0; i < n; i++) flat_zero &= o->R[DQN_WF_FLAT][i] == 0 && o->equity[DQN_WF_FLAT][i] == 1;
+    for (int i = 0; i < n; i++)
+        flat_zero &= o->R[DQN_WF_FLAT][i] == 0 && o->equity[DQN_WF_FLAT][i] == 1;
     CHECK(flat_zero && o->m[DQN_WF_FLAT].total_return == 0, "flat is not 0");
     CHECK(o->ts[0] != 0 && o->equity[DQN_WF_AGENT][0] == 1 &&
               fabs(o->equity[DQN_WF_AGENT][n] - 1 - o->m[DQN_WF_AGENT].total_return) < 1e-12,
@@ -555,8 +542,7 @@ static void test_resume(void) {
     dqn_trainer_record_losses(t, full, 4096, &nf);
     CHECK_OK(dqn_trainer_run_until(t, 600));
     dqn_trainer_destroy(t);
-    char path[256];
-    snprintf(path, sizeof path, "%s/ckpt.bin", dir);
+    const char *path = test_tmp_path("ckpt.bin");
     CHECK_OK(dqn_trainer_create(&c, &t));
     dqn_trainer_record_losses(t, part, 4096, &np);
     CHECK_OK(dqn_trainer_run_until(t, 300));
@@ -580,10 +566,7 @@ static void test_resume(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    test_tmp_init();
     test_accounting_by_hand();
     test_observations();
     test_episodes();
@@ -592,8 +575,6 @@ int main(void) {
     test_synthetic();
     test_no_lookahead();
     test_resume();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_tmp_cleanup();
     return check_finish("test_market");
 }

@@ -7,24 +7,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test_tmp.h"
 #include "market/market.h"
-
-static char dir[] = "/tmp/dqn_test_market_csv_XXXXXX";
-
-static const char *write_file(const char *name, const char *text, size_t len) {
-    static char path[8][256];
-    static int k;
-    char *p = path[k++ % 8];
-    snprintf(p, sizeof path[0], "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    if (!f) {
-        perror(p);
-        exit(1);
-    }
-    fwrite(text, 1, len, f);
-    fclose(f);
-    return p;
-}
 
 static void config(dqn_config *c, const char *price, const char *feat, const char *fill) {
     dqn_config_preset(c, "market");
@@ -38,7 +22,7 @@ static void expect_error(const char *name, const char *text, const char *fill, d
                          const char *where, const char *part1, const char *part2) {
     dqn_config c;
     config(&c, "", "f", fill);
-    const char *path = write_file(name, text, strlen(text));
+    const char *path = test_tmp_file(name, text, strlen(text));
     dqn_market_data d;
     memset(&d, 0x5a, sizeof d);
     dqn_status s = dqn_market_csv_load(path, &c, &d);
@@ -61,12 +45,12 @@ static void test_errors(void) {
     dqn_config c;
     config(&c, "", "", "none");
     dqn_market_data d;
-    char missing[300];
-    snprintf(missing, sizeof missing, "%s/nope.csv", dir);
+    const char *missing = test_tmp_path("nope.csv");
     CHECK(dqn_market_csv_load(missing, &c, &d) == DQN_ERR_IO && strstr(dqn_last_error(), missing)
               && strstr(dqn_last_error(), "No such file"), "missing file: %s", dqn_last_error());
     expect_error("empty.csv", "", "none", F, ": empty file", "header", NULL);
-    expect_error("noname.csv", "timestamp,a,,f\n1,2,3,4\n", "none", F, ":1:", "column 3", "no name");
+    expect_error("noname.csv", "timestamp,a,,f\n1,2,3,4\n", "none", F, ":1:", "column 3",
+                 "no name");
     expect_error("twice.csv", "timestamp,a,f,a\n", "none", F, ":1:", "\"a\" appears twice",
                  "columns 2 and 4");
     expect_error("nots.csv", "time,a,b,f\n1,2,3,4\n", "none", F, ":1:",
@@ -85,7 +69,7 @@ static void test_errors(void) {
     expect_error("longname.csv", longname, "none", F, ":1:", "column 3", "longer than 63");
     /* named price columns that are not there */
     config(&c, "a,zz", "", "none");
-    const char *p = write_file("named.csv", HDR "1,2,3,4\n2,2,3,4\n", strlen(HDR) + 16);
+    const char *p = test_tmp_file("named.csv", HDR "1,2,3,4\n2,2,3,4\n", strlen(HDR) + 16);
     CHECK(dqn_market_csv_load(p, &c, &d) == F && strstr(dqn_last_error(), ":1: no price column "
           "\"zz\" (price_columns)"), "named price column: %s", dqn_last_error());
 
@@ -144,7 +128,7 @@ static void test_errors(void) {
     expect_error("dropall.csv", HDR "1,2,3,4\n2,NA,3,4\n3,2,3,\n", "drop", F, ": 1 data row(s)",
                  "after the fill policy dropped some", NULL);
     const char nul[] = HDR "1,2,3,4\n2,2\0,3,4\n";
-    p = write_file("nul.csv", nul, sizeof nul - 1);
+    p = test_tmp_file("nul.csv", nul, sizeof nul - 1);
     config(&c, "", "f", "none");
     CHECK(dqn_market_csv_load(p, &c, &d) == F && strstr(dqn_last_error(), ":3: NUL byte"), "%s",
           dqn_last_error());
@@ -159,7 +143,7 @@ static void test_loads(void) {
                         "2020-01-03,11,19,-1e-3\r\n"
                         "2020-01-06,12.5,21,2\r\n";
     config(&c, "", "f", "none");
-    CHECK_OK(dqn_market_csv_load(write_file("ok.csv", text, sizeof text - 1), &c, &d));
+    CHECK_OK(dqn_market_csv_load(test_tmp_file("ok.csv", text, sizeof text - 1), &c, &d));
     CHECK(d.rows == 3 && d.assets == 2 && d.features == 1 && d.ts_kind == DQN_TS_DATE,
           "shape %d %d %d kind %d", d.rows, d.assets, d.features, d.ts_kind);
     CHECK(d.rows && !strcmp(d.asset_names[0], "a") && !strcmp(d.asset_names[1], "b") &&
@@ -172,7 +156,7 @@ static void test_loads(void) {
 
     /* named columns pick and order; others are ignored */
     config(&c, "b", "", "none");
-    CHECK_OK(dqn_market_csv_load(write_file("ok2.csv", text, sizeof text - 1), &c, &d));
+    CHECK_OK(dqn_market_csv_load(test_tmp_file("ok2.csv", text, sizeof text - 1), &c, &d));
     CHECK(d.rows == 3 && d.assets == 1 && d.features == 0 && d.price[2] == 21, "price_columns b");
     dqn_market_data_free(&d);
 
@@ -180,7 +164,7 @@ static void test_loads(void) {
     const char gaps[] = "t,a,f\n10,1,5\n20,,6\n30,3,NA\n40,inf,\n50,5,9\n";
     config(&c, "", "f", "ffill");
     snprintf(c.ts_column, sizeof c.ts_column, "t");
-    CHECK_OK(dqn_market_csv_load(write_file("gaps.csv", gaps, sizeof gaps - 1), &c, &d));
+    CHECK_OK(dqn_market_csv_load(test_tmp_file("gaps.csv", gaps, sizeof gaps - 1), &c, &d));
     double want_a[5] = {1, 1, 3, 3, 5}, want_f[5] = {5, 6, 6, 6, 9};
     int same = d.rows == 5;
     for (int i = 0; same && i < 5; i++) same = d.price[i] == want_a[i] && d.feat[i] == want_f[i];
@@ -189,7 +173,7 @@ static void test_loads(void) {
     dqn_market_data_free(&d);
     /* drop: rows with any missing or non-finite value skipped, counted */
     snprintf(c.fill, sizeof c.fill, "drop");
-    CHECK_OK(dqn_market_csv_load(write_file("gaps.csv", gaps, sizeof gaps - 1), &c, &d));
+    CHECK_OK(dqn_market_csv_load(test_tmp_file("gaps.csv", gaps, sizeof gaps - 1), &c, &d));
     CHECK(d.rows == 2 && d.dropped == 3 && d.filled == 0 && d.ts[0] == 10 && d.ts[1] == 50 &&
               d.price[1] == 5, "drop: rows %d dropped %lld", d.rows, (long long)d.dropped);
     dqn_market_data_free(&d);
@@ -198,10 +182,9 @@ static void test_loads(void) {
     const char times[] = "timestamp,p\n2021-03-04T09:30,1.1\n2021-03-04 09:31:15,1.2\n"
                          "2021-03-04T09:32:00Z,0.30000000000000004\n";
     config(&c, "", "", "none");
-    CHECK_OK(dqn_market_csv_load(write_file("times.csv", times, sizeof times - 1), &c, &d));
+    CHECK_OK(dqn_market_csv_load(test_tmp_file("times.csv", times, sizeof times - 1), &c, &d));
     CHECK(d.rows == 3 && d.ts_kind == DQN_TS_DATETIME && d.ts[1] - d.ts[0] == 75, "datetimes");
-    char out[256];
-    snprintf(out, sizeof out, "%s/written.csv", dir);
+    const char *out = test_tmp_path("written.csv");
     CHECK_OK(dqn_market_csv_write(&d, out));
     dqn_market_data back;
     CHECK_OK(dqn_market_csv_load(out, &c, &back));
@@ -240,15 +223,10 @@ static void test_timestamps(void) {
 }
 
 int main(void) {
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    test_tmp_init();
     test_errors();
     test_loads();
     test_timestamps();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_tmp_cleanup();
     return check_finish("test_market_csv");
 }

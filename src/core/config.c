@@ -125,7 +125,8 @@ static const cfg_row rows[] = {
                "guard bound = max(guard_scale * running scale, guard_floor)"),
     CFG_DOUBLE(guard_floor, 1e-3, 1e30, "1e3", "least guard bound (covers unset running scales)"),
     /* market: data, env, walk-forward folds, synthetic generator (docs/market.md) */
-    CFG_STRING(data, NULL, NULL, "", "market: CSV file of a time-indexed table; \"\" = synthetic data"),
+    CFG_STRING(data, NULL, NULL, "",
+               "market: CSV file of a time-indexed table; \"\" = synthetic data"),
     CFG_STRING(ts_column, column_ok, "one column name of 1..63 characters, no ','", "timestamp",
                "market: the timestamp column of --data (integers or ISO 8601 dates)"),
     CFG_STRING(price_columns, columns_ok, COLUMNS_EXPECT, "",

@@ -102,7 +102,8 @@ void dqn_vecenv_destroy(dqn_vecenv *v) {
 static void reset_one(dqn_vecenv *v, int i) {
     const dqn_env *e = &v->env;
     e->type->reset(e->ctx, v->state + (size_t)i * e->state_size, v->seed,
-                   v->stream_base + (uint32_t)i, &v->draws[i], v->obs + (size_t)i * (size_t)e->obs_dim);
+                   v->stream_base + (uint32_t)i, &v->draws[i],
+                   v->obs + (size_t)i * (size_t)e->obs_dim);
     v->ep_len[i] = 0;
     v->ep_return[i] = 0.0;
 }

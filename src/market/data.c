@@ -126,7 +126,8 @@ dqn_status dqn_market_csv_write(const dqn_market_data *d, const char *path) {
     for (int t = 0; t < d->rows; t++) {
         dqn_market_ts_format(d->ts_kind, d->ts[t], ts, sizeof ts);
         fputs(ts, f);
-        for (int a = 0; a < d->assets; a++) fprintf(f, ",%.17g", d->price[(size_t)t * d->assets + a]);
+        for (int a = 0; a < d->assets; a++)
+            fprintf(f, ",%.17g", d->price[(size_t)t * d->assets + a]);
         for (int j = 0; j < d->features; j++)
             fprintf(f, ",%.17g", d->feat[(size_t)t * d->features + j]);
         fputc('\n', f);

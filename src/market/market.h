@@ -80,7 +80,7 @@ void dqn_market_zscore(const dqn_market_data *d, const double *mean, const doubl
 double dqn_market_period(const double *p0, const double *p1, const double *w_prev,
                          const double *w, int assets, double cost, double holding,
                          double *turnover, double *gross);
-/* log(1 + R), with 1 + R floored at DQN_MARKET_RUIN (a short through a more than doubling price). */
+/* log(1 + R), 1 + R floored at DQN_MARKET_RUIN (a short through a price more than doubling). */
 #define DQN_MARKET_RUIN 1e-9
 double dqn_market_log_return(double R);
 

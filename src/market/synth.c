@@ -24,7 +24,9 @@ typedef struct {
     uint64_t seed, k;
 } draws;
 
-static double uniform(draws *r) { return dqn_philox_double(r->seed, DQN_STREAM_MARKET_DATA, r->k++); }
+static double uniform(draws *r) {
+    return dqn_philox_double(r->seed, DQN_STREAM_MARKET_DATA, r->k++);
+}
 
 /* Box-Muller; 1 - u is in (0, 1], so the log is finite */
 static double gauss(draws *r) {
