@@ -3,50 +3,12 @@
  * bench_env [seconds per figure, default 1]. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-#include "dqn_philox.h"
-#include "envs/env.h"
+#include "env_rate.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-enum { ROWS = 1024 }; /* steps of pre-drawn actions, cycled */
-
-/* Steps the vector for about `seconds` with random actions drawn beforehand from Philox (as the
- * Gymnasium script draws its actions beforehand with numpy); returns env steps per second, the
- * best of short windows. */
 static double steps_per_s(const char *name, int n, double seconds) {
-    const dqn_env_type *t = dqn_env_find(name);
-    dqn_vecenv v;
-    size_t per_row = (size_t)n * (size_t)(t ? t->n_branches : 1);
-    int32_t *act = malloc(ROWS * per_row * sizeof *act);
-    if (!t || !act || dqn_vecenv_create(&v, t, n, 1, DQN_STREAM_ENV) != DQN_OK) {
-        fprintf(stderr, "bench_env: cannot create %d %s envs: %s\n", n, name, dqn_last_error());
-        exit(1);
-    }
-    for (size_t k = 0; k < ROWS * per_row; k++)
-        act[k] = (int32_t)dqn_philox_below(1, DQN_STREAM_EXPLORE, k,
-                                           (uint32_t)t->branch_sizes[k % (size_t)t->n_branches]);
-    dqn_vecenv_reset(&v);
-    double best = 0, start = now();
-    while (now() - start < seconds) { /* best of 20 ms windows: the machine is shared */
-        uint64_t steps = 0;
-        double t0 = now(), t1 = t0;
-        while (t1 - t0 < 0.02) {
-            for (int r = 0; r < ROWS; r++) dqn_vecenv_step(&v, act + (size_t)r * per_row);
-            steps += ROWS;
-            t1 = now();
-        }
-        double rate = (double)steps * n / (t1 - t0);
-        if (rate > best) best = rate;
-    }
-    dqn_vecenv_destroy(&v);
-    free(act);
-    return best;
+    dqn_env env = dqn_env_of(dqn_env_find(name));
+    return env_steps_per_s(&env, n, seconds);
 }
 
 int main(int argc, char **argv) {

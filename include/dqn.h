@@ -35,7 +35,7 @@ const char *dqn_last_error(void);
  * default and help; dqn_config_set() is the only validated way in from text. */
 typedef struct {
     /* run */
-    char env[DQN_CFG_STR];          /* cartpole | acrobot | mountaincar */
+    char env[DQN_CFG_STR];          /* cartpole | acrobot | mountaincar | market */
     int64_t steps;                  /* total env steps */
     uint64_t seed;
     char device[DQN_CFG_STR];       /* cpu | cuda | auto */
@@ -84,6 +84,32 @@ typedef struct {
     double guard_scale;
     double guard_floor;
     char fault[512];                /* "SLOT:UPDATE:nan|inf|huge[,...]": fault injection (tests) */
+    /* market (docs/market.md): data, env, walk-forward folds, synthetic generator */
+    char data[256];                 /* CSV file; "" = synthetic data */
+    char ts_column[DQN_CFG_STR];
+    char price_columns[256];        /* one per asset, comma-separated; "" = the other columns */
+    char feature_columns[256];      /* comma-separated; "" = none */
+    char fill[DQN_CFG_STR];         /* none | ffill | drop */
+    int position_levels;            /* odd: short -1 .. flat 0 .. long +1 */
+    int window;                     /* rows in an observation */
+    int episode_len;
+    double cost;                    /* proportional, per unit of capital traded */
+    double holding_cost;            /* per period, per unit of gross exposure */
+    double reward_scale;
+    double periods_per_year;
+    int folds;
+    char fold_mode[DQN_CFG_STR];    /* rolling | expanding */
+    int train_blocks;
+    int epochs;
+    int fold;                       /* the fold whose training window the env uses */
+    int synth_rows;
+    int synth_assets;
+    int synth_noise_features;
+    double synth_signal;
+    double synth_corr;
+    double synth_vol;
+    double synth_drift;
+    double synth_switch;
 } dqn_config;
 
 void dqn_config_defaults(dqn_config *c);

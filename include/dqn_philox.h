@@ -21,6 +21,7 @@ enum {
     DQN_STREAM_EXPLORE = 7,     /* epsilon-greedy coin flips and random actions */
     DQN_STREAM_EVAL = 8,        /* evaluation env resets */
     DQN_STREAM_RANK = 9,        /* seed keys of the ranks of a data-parallel run */
+    DQN_STREAM_MARKET_DATA = 15, /* the synthetic market data (episode starts: env streams) */
     DQN_STREAM_ENV = 16         /* + env index: env resets (each env its own stream) */
 };
 

@@ -89,7 +89,7 @@ if has extra; then
     row "extra $name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$(tail -n 1 "$LOG/extra-$name.txt")"
   done
 fi
-grep -hE '^(update|torch|multigpu|market) ' "$LOG/bench.txt" "$LOG/bench-health.txt" \
+grep -hE '^(update|torch|multigpu|market)' "$LOG/bench.txt" "$LOG/bench-health.txt" \
     "$LOG"/extra-*.txt 2>/dev/null || true
 
 echo

@@ -64,6 +64,31 @@ static const struct {
     {FIELD(guard_scale), "1e+08"},
     {FIELD(guard_floor), "123.456"},
     {FIELD(fault), "phi:100:nan,grad.in.W:0:huge,loss:7:inf"},
+    {FIELD(data), "data/prices 2020.csv"},
+    {FIELD(ts_column), "date"},
+    {FIELD(price_columns), "SPY,TLT"},
+    {FIELD(feature_columns), "vix,term spread"},
+    {FIELD(fill), "ffill"},
+    {FIELD(position_levels), "5"},
+    {FIELD(window), "64"},
+    {FIELD(episode_len), "256"},
+    {FIELD(cost), "0.001"},
+    {FIELD(holding_cost), "0.0001"},
+    {FIELD(reward_scale), "10"},
+    {FIELD(periods_per_year), "8760"},
+    {FIELD(folds), "6"},
+    {FIELD(fold_mode), "expanding"},
+    {FIELD(train_blocks), "3"},
+    {FIELD(epochs), "20"},
+    {FIELD(fold), "2"},
+    {FIELD(synth_rows), "5000"},
+    {FIELD(synth_assets), "8"},
+    {FIELD(synth_noise_features), "4"},
+    {FIELD(synth_signal), "0.35"},
+    {FIELD(synth_corr), "0.5"},
+    {FIELD(synth_vol), "0.02"},
+    {FIELD(synth_drift), "0.001"},
+    {FIELD(synth_switch), "0.05"},
 };
 enum { NKEYS = (int)(sizeof keys / sizeof keys[0]) };
 
@@ -150,6 +175,16 @@ static void test_typed_values(void) {
     CHECK(c.eps_start == 1 && c.eps_end == 0.05 && c.eps_fraction == 0.2, "epsilon defaults");
     CHECK(strcmp(c.health, "guard") == 0 && c.fault[0] == 0 && c.guard_scale == 1e6 && c.guard_floor == 1e3,
           "health defaults");
+    CHECK(c.data[0] == 0 && strcmp(c.ts_column, "timestamp") == 0 && c.price_columns[0] == 0 &&
+              c.feature_columns[0] == 0 && strcmp(c.fill, "none") == 0, "market data defaults");
+    CHECK(c.position_levels == 3 && c.window == 8 && c.episode_len == 128 && c.cost == 5e-4 &&
+              c.holding_cost == 0 && c.reward_scale == 100 && c.periods_per_year == 252,
+          "market env defaults");
+    CHECK(c.folds == 4 && strcmp(c.fold_mode, "rolling") == 0 && c.train_blocks == 2 &&
+              c.epochs == 4 && c.fold == 0, "walk-forward defaults");
+    CHECK(c.synth_rows == 8000 && c.synth_assets == 4 && c.synth_noise_features == 2 &&
+              c.synth_signal == 0.2 && c.synth_corr == 0.3 && c.synth_vol == 0.01 &&
+              c.synth_drift == 5e-4 && c.synth_switch == 0.01, "synthetic market defaults");
     CHECK_OK(dqn_config_validate(&c));
 
     CHECK_OK(dqn_config_set(&c, "steps", "123456789012"));
@@ -235,7 +270,7 @@ static void test_set_errors(void) {
     expect_bad("lr", "0", "[1e-08, 100]");
     expect_bad("guard_scale", "0.5", "[1, 1e+30]");
     /* enums, bools, strings */
-    expect_bad("env", "pong", "expected one of cartpole|acrobot|mountaincar");
+    expect_bad("env", "pong", "expected one of cartpole|acrobot|mountaincar|market");
     expect_bad("env", "cart", "cartpole|acrobot|mountaincar");
     expect_bad("env", "cartpole|acrobot", "cartpole|acrobot|mountaincar");
     expect_bad("env", "", "cartpole|acrobot|mountaincar");
@@ -270,6 +305,28 @@ static void test_set_errors(void) {
     expect_bad("branches", "2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2", "1..16");
     expect_bad("branches", "99999999999", "[2, 64]");
     CHECK_OK(dqn_config_set(&c, "branches", "2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,64"));
+    /* market keys */
+    expect_bad("position_levels", "1", "[3, 63]");
+    expect_bad("position_levels", "65", "[3, 63]");
+    expect_bad("fill", "zero", "none|ffill|drop");
+    expect_bad("fold_mode", "anchored", "rolling|expanding");
+    expect_bad("folds", "0", "[1, 100]");
+    expect_bad("epochs", "0", "[1, 1000000]");
+    expect_bad("synth_assets", "17", "[1, 16]");
+    expect_bad("synth_signal", "1", "[0, 0.9]");
+    expect_bad("cost", "-0.001", "[0, 0.1]");
+    expect_bad("price_columns", "a,,b", "comma-separated column names");
+    expect_bad("price_columns", "a,b,a", "no repeats");
+    expect_bad("price_columns", ",a", "\",a\"");
+    expect_bad("feature_columns", "x,", "\"x,\"");
+    expect_bad("ts_column", "", "one column name");
+    expect_bad("ts_column", "a,b", "no ','");
+    char longname[80];
+    memset(longname, 'n', 64);
+    longname[64] = 0;
+    expect_bad("feature_columns", longname, "1..63 characters");
+    CHECK_OK(dqn_config_set(&c, "feature_columns", "a b,c-d,e.f"));
+    CHECK(strcmp(c.feature_columns, "a b,c-d,e.f") == 0, "names with blanks and dots");
     /* the echoed value is capped and escaped: the message stays one line */
     char huge[2000];
     memset(huge, '\n', sizeof huge - 1);
@@ -401,6 +458,14 @@ static void test_validate(void) {
         {"tau_target", "0", "target_period", "0", "target_period (0) must be >= 1 when tau_target"},
         {"eps_start", "0.1", "eps_end", "0.2", "eps_end (0.2) must be <= eps_start (0.1)"},
         {"device", "cpu", "ranks", "2", "ranks (2) > 1 needs device cuda (or auto), got cpu"},
+        {"position_levels", "4", "fold", "0", "position_levels (4) must be odd"},
+        {"folds", "3", "fold", "3", "fold (3) must be < folds (3)"},
+        {"ts_column", "date", "price_columns", "a,date", "column \"date\" is the timestamp column"},
+        {"feature_columns", "date", "ts_column", "date", "column \"date\" is the timestamp"},
+        {"price_columns", "a,b", "feature_columns", "c,b", "\"b\" is in both price_columns and "
+                                                          "feature_columns"},
+        {"price_columns", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", "fold", "0",
+         "price_columns names 17 assets, at most 16"},
     };
     for (size_t i = 0; i < sizeof cross / sizeof cross[0]; i++) {
         dqn_config_defaults(&c);
@@ -464,10 +529,15 @@ static void test_presets(void) {
     CHECK(strcmp(c.env, "mountaincar") == 0 && c.steps == 200000 && c.n_step == 5 &&
               c.lr == 5e-4 && c.d == 64, "mountaincar preset");
     CHECK_OK(dqn_config_validate(&c));
+    CHECK_OK(dqn_config_preset(&c, "market"));
+    CHECK(strcmp(c.env, "market") == 0 && c.gamma == 0.5 && c.n_step == 1 && c.num_envs == 4 &&
+              c.folds == 4 && c.position_levels == 3 && c.data[0] == 0, "market preset");
+    CHECK_OK(dqn_config_validate(&c));
     dqn_config before = c;
     CHECK(dqn_config_preset(&c, "pong") == DQN_ERR_ARG, "unknown preset");
     CHECK(strcmp(dqn_last_error(),
-                 "unknown preset \"pong\" (expected one of cartpole|acrobot|mountaincar)") == 0,
+                 "unknown preset \"pong\" (expected one of cartpole|acrobot|mountaincar|market)")
+              == 0,
           "preset message: %s", dqn_last_error());
     CHECK(memcmp(&c, &before, sizeof c) == 0, "a failed preset changed the config");
 }

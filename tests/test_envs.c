@@ -12,16 +12,23 @@
 
 static const double *env_state(const dqn_vecenv *v, int i) {
     /* every env's private state begins with its set_state vector */
-    return (const double *)(const void *)(v->state + (size_t)i * v->type->state_size);
+    return (const double *)(const void *)(v->state + (size_t)i * v->env.state_size);
+}
+
+/* A vector of a fixed type's envs (the vector keeps a copy of the instance). */
+static dqn_status create(dqn_vecenv *v, const dqn_env_type *t, int n, uint64_t seed,
+                         uint32_t stream_base) {
+    dqn_env e = dqn_env_of(t);
+    return dqn_vecenv_create(v, &e, n, seed, stream_base);
 }
 
 static const float *obs_of(const float *buf, const dqn_vecenv *v, int i) {
-    return buf + (size_t)i * (size_t)v->type->obs_dim;
+    return buf + (size_t)i * (size_t)v->env.obs_dim;
 }
 
 /* Uniform random actions for every env and branch, one Philox word each. */
 static void random_actions(const dqn_vecenv *v, uint64_t seed, uint64_t *ctr, int32_t *a) {
-    const dqn_env_type *t = v->type;
+    const dqn_env *t = &v->env;
     for (int i = 0; i < v->n; i++)
         for (int b = 0; b < t->n_branches; b++)
             a[i * t->n_branches + b] = (int32_t)dqn_philox_below(seed, DQN_STREAM_EXPLORE, (*ctr)++,
@@ -53,12 +60,13 @@ static void test_registry(void) {
               names[k], t->state_size);
     }
     CHECK(dqn_env_find("pong") == NULL && dqn_env_find(NULL) == NULL, "unknown names");
-    CHECK(strcmp(dqn_env_names(), "cartpole|acrobot|mountaincar") == 0, "%s", dqn_env_names());
+    CHECK(strcmp(dqn_env_names(), "cartpole|acrobot|mountaincar|market") == 0, "%s",
+          dqn_env_names());
 
     dqn_vecenv v;
-    CHECK(dqn_vecenv_create(&v, dqn_env_find("cartpole"), 0, 1, 16) == DQN_ERR_ARG, "n = 0");
+    CHECK(create(&v, dqn_env_find("cartpole"), 0, 1, 16) == DQN_ERR_ARG, "n = 0");
     CHECK(strstr(dqn_last_error(), "number of envs 0") != NULL, "message: %s", dqn_last_error());
-    CHECK(dqn_vecenv_create(&v, NULL, 4, 1, 16) == DQN_ERR_ARG, "NULL type");
+    CHECK(create(&v, NULL, 4, 1, 16) == DQN_ERR_ARG, "NULL type");
 }
 
 /* Sample mean and variance of the start-state component k over a vector's envs. */
@@ -92,7 +100,7 @@ static void test_start_states(void) {
     for (int c = 0; c < 3; c++) {
         const dqn_env_type *t = dqn_env_find(cases[c].name);
         dqn_vecenv v;
-        CHECK_OK(dqn_vecenv_create(&v, t, n, 12345, DQN_STREAM_ENV));
+        CHECK_OK(create(&v, t, n, 12345, DQN_STREAM_ENV));
         if (!v.n) continue;
         dqn_vecenv_reset(&v);
         for (int k = 0; k < t->state_dim; k++) {
@@ -142,11 +150,11 @@ static void test_determinism_and_streams(void) {
         const dqn_env_type *t = dqn_env_find(names[c]);
         size_t od = (size_t)t->obs_dim;
         dqn_vecenv a, b, other, single[N];
-        CHECK_OK(dqn_vecenv_create(&a, t, N, 7, DQN_STREAM_ENV));
-        CHECK_OK(dqn_vecenv_create(&b, t, N, 7, DQN_STREAM_ENV));
-        CHECK_OK(dqn_vecenv_create(&other, t, N, 8, DQN_STREAM_ENV));
+        CHECK_OK(create(&a, t, N, 7, DQN_STREAM_ENV));
+        CHECK_OK(create(&b, t, N, 7, DQN_STREAM_ENV));
+        CHECK_OK(create(&other, t, N, 8, DQN_STREAM_ENV));
         for (int i = 0; i < N; i++)
-            CHECK_OK(dqn_vecenv_create(&single[i], t, 1, 7, DQN_STREAM_ENV + i));
+            CHECK_OK(create(&single[i], t, 1, 7, DQN_STREAM_ENV + i));
         dqn_vecenv_reset(&a);
         dqn_vecenv_reset(&b);
         dqn_vecenv_reset(&other);
@@ -202,7 +210,7 @@ static void test_determinism_and_streams(void) {
 static void test_reset_inside_step(void) {
     const dqn_env_type *t = dqn_env_find("cartpole");
     dqn_vecenv v;
-    CHECK_OK(dqn_vecenv_create(&v, t, 1, 3, DQN_STREAM_ENV));
+    CHECK_OK(create(&v, t, 1, 3, DQN_STREAM_ENV));
     dqn_vecenv_reset(&v);
     CHECK(v.draws[0] == 4, "a CartPole reset draws 4 numbers, counter %llu",
           (unsigned long long)v.draws[0]);
@@ -234,7 +242,7 @@ static void test_reset_inside_step(void) {
         double fresh[8];
         float fresh_obs[4];
         CHECK(t->state_size <= sizeof fresh, "state_size %zu", t->state_size);
-        t->reset(fresh, v.seed, v.stream_base, &draw, fresh_obs);
+        t->reset(NULL, fresh, v.seed, v.stream_base, &draw, fresh_obs);
         CHECK(memcmp(fresh_obs, v.obs, sizeof fresh_obs) == 0 && v.draws[0] == draw && draw == 8,
               "obs after the reset is not the next start state (counter %llu)",
               (unsigned long long)draw);
@@ -262,7 +270,7 @@ typedef int32_t (*policy_fn)(const float *obs);
 static int run_episodes(const char *name, policy_fn policy, int32_t constant, int n) {
     const dqn_env_type *t = dqn_env_find(name);
     dqn_vecenv v;
-    CHECK_OK(dqn_vecenv_create(&v, t, n, 21, DQN_STREAM_ENV));
+    CHECK_OK(create(&v, t, n, 21, DQN_STREAM_ENV));
     if (!v.n) return -1;
     dqn_vecenv_reset(&v);
     int32_t act[64];
@@ -321,7 +329,7 @@ static void test_terminated_on_last_step(void) {
     const dqn_env_type *t = dqn_env_find("mountaincar");
     enum { N = 200 };
     dqn_vecenv v;
-    CHECK_OK(dqn_vecenv_create(&v, t, N, 5, DQN_STREAM_ENV));
+    CHECK_OK(create(&v, t, N, 5, DQN_STREAM_ENV));
     if (!v.n) return;
     dqn_vecenv_reset(&v);
     const double start[2] = {-0.55, 0.0};

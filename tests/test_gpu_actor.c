@@ -21,7 +21,7 @@ int main(void) {
         if (!t[k]) return check_finish("test_gpu_actor");
     }
     CHECK(strcmp(dqn_trainer_backend(t[1]), "cuda") == 0, "backend %s", dqn_trainer_backend(t[1]));
-    int n = c.num_envs, A = t[0]->arch.br.A, obs = t[0]->env->obs_dim;
+    int n = c.num_envs, A = t[0]->arch.br.A, obs = t[0]->env.obs_dim;
     float o[16 * 4], q[2][16 * 2];
     int32_t act[2][16];
     for (int step = 0; step < 5; step++) {

@@ -36,7 +36,8 @@ int main(void) {
           "policy shape");
     /* replay the evaluation: same env vector (seed 42, eval streams), actions from the policy */
     dqn_vecenv v;
-    CHECK_OK(dqn_vecenv_create(&v, dqn_env_find("cartpole"), EP, 42, DQN_STREAM_EVAL << 16));
+    dqn_env cartpole = dqn_env_of(dqn_env_find("cartpole"));
+    CHECK_OK(dqn_vecenv_create(&v, &cartpole, EP, 42, DQN_STREAM_EVAL << 16));
     dqn_vecenv_reset(&v);
     int32_t a[EP];
     double got[EP];

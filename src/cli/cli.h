@@ -140,6 +140,11 @@ int cli_ranks_launch(const cli_flags *f, const dqn_config *c);
 
 /* ---- subcommands ---- */
 int cli_train(int argc, char **argv);
+/* The training loop of dqn train on a trainer whose run directory and config.txt exist:
+ * metrics, progress, checkpoints, Ctrl-C, the final evaluation (src/cli/train.c). */
+int cli_train_run(dqn_trainer *t, const dqn_config *c);
+/* dqn train --env market: the walk-forward job into c->run_dir, which must be free. */
+int cli_market_train(const dqn_config *c);
 int cli_eval(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_health_cmd(int argc, char **argv);

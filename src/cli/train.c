@@ -31,7 +31,8 @@ static const char *const resume_keys[] = {"steps", "run_dir", "log_interval",
 
 static void train_help(void) {
     printf(
-        "usage: dqn train [--env cartpole|acrobot|mountaincar] [--config FILE] [--KEY VALUE]...\n"
+        "usage: dqn train [--env cartpole|acrobot|mountaincar|market] [--config FILE] "
+        "[--KEY VALUE]...\n"
         "       dqn train --resume FILE [--steps N] [--run-dir DIR] [--log-interval N]\n"
         "                 [--checkpoint-interval N] [--eval-episodes N] [--device D]\n"
         "\n"
@@ -50,6 +51,12 @@ static void train_help(void) {
         "  checkpoint.bin  at the end, every checkpoint_interval env steps, and on Ctrl-C\n"
         "  eval.json       the final greedy evaluation: eval_episodes episodes, seed derived\n"
         "                  from the run's seed (dqn eval --checkpoint reproduces it)\n"
+        "\n"
+        "--env market runs walk-forward folds instead (docs/market.md): per fold k a\n"
+        "sub-directory Fk with the files above for its training window, plus oos.csv and\n"
+        "fold.json (out-of-sample metrics beside buy-and-hold and flat); summary.csv and\n"
+        "equity.svg for all folds; data.csv when the data is synthetic (--data FILE.csv to\n"
+        "use a file). --resume Fk/checkpoint.bin continues that fold's training only.\n"
         "\n"
         "The config is resolved in order: the preset of --env (else of the config file's env,\n"
         "else cartpole), then --config FILE, then each --KEY VALUE (or --KEY=VALUE) in order,\n"
@@ -193,6 +200,8 @@ static int run(dqn_trainer *t, const dqn_config *c, int writer) {
     return writer ? final_eval(t, c, wall_s) : CLI_OK;
 }
 
+int cli_train_run(dqn_trainer *t, const dqn_config *c) { return run(t, c, 1); }
+
 static int fresh(const cli_flags *f) {
     static const char *const own[] = {NULL};
     dqn_config c;
@@ -209,6 +218,12 @@ static int fresh(const cli_flags *f) {
     if ((rc = cli_rank_from_env(&c, &rank))) return rc;
     int writer = rank.info.rank == 0;
     if (writer && (rc = cli_rundir_check_free(c.run_dir))) return rc;
+    if (strcmp(c.env, "market") == 0) {
+        if (c.ranks > 1 || rank.active)
+            return cli_error(CLI_USAGE, "--env market runs its walk-forward folds on one device "
+                                        "(--ranks %d is not supported with it)", c.ranks);
+        return cli_market_train(&c);
+    }
     if (!rank.active && c.ranks > 1) return cli_ranks_launch(f, &c);
     dqn_trainer *t;
     if (rank.active) {

@@ -58,9 +58,21 @@ static int branches_ok(const char *s) {
     "\"\" or SLOT:UPDATE:nan|inf|huge items joined by ',', e.g. phi:100:nan"
 #define BRANCHES_EXPECT "\"\" or 1..16 comma-separated sizes in [2, 64], e.g. 3,5,5"
 
+static int columns_ok(const char *s) {
+    char names[DQN_CFG_MAX_NAMES][DQN_CFG_NAME];
+    int n;
+    return dqn_config_parse_names(s, names, DQN_CFG_MAX_NAMES, &n);
+}
+static int column_ok(const char *s) {
+    char names[1][DQN_CFG_NAME];
+    int n;
+    return dqn_config_parse_names(s, names, 1, &n) && n == 1;
+}
+#define COLUMNS_EXPECT "\"\" or comma-separated column names, each 1..63 characters, no repeats"
+
 static const cfg_row rows[] = {
     /* run */
-    CFG_ENUM(env, "cartpole|acrobot|mountaincar", "cartpole",
+    CFG_ENUM(env, "cartpole|acrobot|mountaincar|market", "cartpole",
              "environment; dqn train --env also applies its preset"),
     CFG_INT64(steps, 1, 1e12, "100000", "total env steps"),
     CFG_UINT64(seed, "1", "seed of every random stream (taus, replay, exploration, env resets)"),
@@ -122,6 +134,52 @@ static const cfg_row rows[] = {
     CFG_STRING(fault, dqn_fault_spec_ok, FAULT_EXPECT, "",
                "fault injection: poison slot SLOT at update UPDATE (the first is 0) with a NaN, "
                "+Inf or 1e30; --fault may be repeated"),
+    /* market: data, env, walk-forward folds, synthetic generator (docs/market.md) */
+    CFG_STRING(data, NULL, NULL, "",
+               "market: CSV file of a time-indexed table; \"\" = synthetic data"),
+    CFG_STRING(ts_column, column_ok, "one column name of 1..63 characters, no ','", "timestamp",
+               "market: the timestamp column of --data (integers or ISO 8601 dates)"),
+    CFG_STRING(price_columns, columns_ok, COLUMNS_EXPECT, "",
+               "market: price columns of --data, one per asset (1..16); \"\" = every column but "
+               "the timestamp and the features"),
+    CFG_STRING(feature_columns, columns_ok, COLUMNS_EXPECT, "",
+               "market: feature columns of --data; \"\" = none"),
+    CFG_ENUM(fill, "none|ffill|drop", "none",
+             "market: a missing or non-finite value is an error naming file, line and column "
+             "(none), takes its column's previous value (ffill), or drops its row (drop)"),
+    CFG_INT(position_levels, 3, 63, "3",
+            "market: positions per asset, odd, evenly spaced from short -1 through flat 0 to "
+            "long +1"),
+    CFG_INT(window, 1, 4096, "8", "market: rows of returns and features in an observation"),
+    CFG_INT(episode_len, 1, 1000000, "128", "market: steps of a training episode"),
+    CFG_DOUBLE(cost, 0, 0.1, "0.0005", "market: transaction cost per unit of capital traded"),
+    CFG_DOUBLE(holding_cost, 0, 0.1, "0", "market: cost per period per unit of gross exposure"),
+    CFG_DOUBLE(reward_scale, 1e-6, 1e6, "100",
+               "market: reward = reward_scale * the period's net log-return"),
+    CFG_DOUBLE(periods_per_year, 1, 1e8, "252",
+               "market: periods a year, for the annualised return and Sharpe ratio"),
+    CFG_INT(folds, 1, 100, "4", "market: walk-forward folds"),
+    CFG_ENUM(fold_mode, "rolling|expanding", "rolling",
+             "market: a fold trains on the train_blocks blocks before its test block (rolling) "
+             "or on every block before it (expanding)"),
+    CFG_INT(train_blocks, 1, 100, "2",
+            "market: the rows are cut into folds + train_blocks blocks; the first fold trains on "
+            "train_blocks of them"),
+    CFG_INT(epochs, 1, 1000000, "4",
+            "market: passes over each training window (a fold's env steps; replaces steps)"),
+    CFG_INT(fold, 0, 99, "0", "market: the fold whose training window a trainer's env uses"),
+    CFG_INT(synth_rows, 64, 10000000, "8000", "synthetic market: rows (periods)"),
+    CFG_INT(synth_assets, 1, 16, "4", "synthetic market: assets"),
+    CFG_INT(synth_noise_features, 0, 100, "2",
+            "synthetic market: features of pure noise beside each asset's signal"),
+    CFG_DOUBLE(synth_signal, 0, 0.9, "0.2",
+               "synthetic market: correlation of an asset's signal with its next return"),
+    CFG_DOUBLE(synth_corr, 0, 0.99, "0.3", "synthetic market: correlation of the return noise"),
+    CFG_DOUBLE(synth_vol, 1e-5, 0.5, "0.01",
+               "synthetic market: return volatility per period (calm regime; twice it volatile)"),
+    CFG_DOUBLE(synth_drift, 0, 0.1, "0.0005",
+               "synthetic market: drift per period, + in the calm regime and - in the volatile"),
+    CFG_DOUBLE(synth_switch, 0, 1, "0.01", "synthetic market: regime switch probability a period"),
 };
 enum { NROWS = (int)(sizeof rows / sizeof rows[0]) };
 
@@ -159,7 +217,44 @@ static const char *const presets[][3] = {
     {"mountaincar", "k_tau", "8"},
     {"mountaincar", "batch_size", "32"},
     {"mountaincar", "train_freq", "2"},
+    /* market: a reward depends on the future only through the cost of changing positions, and
+     * a training window is short and noisy: a short horizon and a slow learner generalise */
+    {"market", "gamma", "0.5"},
+    {"market", "n_step", "1"},
+    {"market", "n_tau", "8"},
+    {"market", "n_tau_target", "8"},
+    {"market", "k_tau", "8"},
+    {"market", "num_envs", "4"},
+    {"market", "lr", "1e-4"},
+    {"market", "batch_size", "64"},
+    {"market", "train_freq", "4"},
+    {"market", "learning_starts", "1000"},
+    {"market", "target_period", "250"},
+    {"market", "eps_fraction", "0.3"},
+    {"market", "eval_episodes", "8"},
 };
+
+int dqn_config_parse_names(const char *s, char (*names)[DQN_CFG_NAME], int max, int *count) {
+    int n = 0;
+    if (!*s) {
+        *count = 0;
+        return 1;
+    }
+    for (const char *p = s;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0 || len >= DQN_CFG_NAME || n == max) return 0;
+        memcpy(names[n], p, len);
+        names[n][len] = 0;
+        for (int k = 0; k < n; k++)
+            if (strcmp(names[k], names[n]) == 0) return 0;
+        n++;
+        if (!end) break;
+        p = end;
+    }
+    *count = n;
+    return 1;
+}
 
 int dqn_config_parse_branches(const char *s, int *sizes, int *count) {
     int n = 0;
@@ -520,6 +615,33 @@ static dqn_status check_field(const cfg_row *r, const dqn_config *c) {
     return parse_into(r, r->name, v, &scratch);
 }
 
+/* The market keys' cross-field rules; those that need the data are checked when it is read. */
+static dqn_status validate_market(const dqn_config *c) {
+    if (c->position_levels % 2 == 0)
+        return dqn_error_user(DQN_ERR_ARG, "position_levels (%d) must be odd, so that flat (0) is "
+                              "one of them", c->position_levels);
+    if (c->fold >= c->folds)
+        return dqn_error_user(DQN_ERR_ARG, "fold (%d) must be < folds (%d)", c->fold, c->folds);
+    char price[DQN_CFG_MAX_NAMES][DQN_CFG_NAME], feat[DQN_CFG_MAX_NAMES][DQN_CFG_NAME];
+    int np = 0, nf = 0;
+    dqn_config_parse_names(c->price_columns, price, DQN_CFG_MAX_NAMES, &np);
+    dqn_config_parse_names(c->feature_columns, feat, DQN_CFG_MAX_NAMES, &nf);
+    if (np > DQN_CFG_MAX_BRANCHES)
+        return dqn_error_user(DQN_ERR_ARG, "price_columns names %d assets, at most %d (one action "
+                              "branch each)", np, DQN_CFG_MAX_BRANCHES);
+    for (int i = 0; i < np + nf; i++) {
+        const char *name = i < np ? price[i] : feat[i - np];
+        if (strcmp(name, c->ts_column) == 0)
+            return dqn_error_user(DQN_ERR_ARG, "column \"%s\" is the timestamp column (ts_column) "
+                                  "and cannot be a price or feature column too", name);
+        for (int k = 0; i >= np && k < np; k++)
+            if (strcmp(name, price[k]) == 0)
+                return dqn_error_user(DQN_ERR_ARG, "column \"%s\" is in both price_columns and "
+                                      "feature_columns", name);
+    }
+    return DQN_OK;
+}
+
 dqn_status dqn_config_validate(const dqn_config *c) {
     for (int i = 0; i < NROWS; i++) DQN_TRY(check_field(&rows[i], c));
     if (c->batch_size > c->buffer_size)
@@ -539,5 +661,5 @@ dqn_status dqn_config_validate(const dqn_config *c) {
     if (c->eps_end > c->eps_start)
         return dqn_error_user(DQN_ERR_ARG, "eps_end (%g) must be <= eps_start (%g)", c->eps_end,
                               c->eps_start);
-    return DQN_OK;
+    return validate_market(c);
 }

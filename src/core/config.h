@@ -15,6 +15,13 @@ dqn_status dqn_config_format(const dqn_config *c, const char *key, char *buf, si
  * comma-separated sizes, each in [2, 64]. Returns 0 if s is malformed. */
 int dqn_config_parse_branches(const char *s, int *sizes, int *count);
 
+#define DQN_CFG_NAME 64        /* a column name and its NUL */
+#define DQN_CFG_MAX_NAMES 128
+/* Split a comma-separated list of column names: "" gives *count = 0; else 1..max names, each
+ * 1..DQN_CFG_NAME-1 characters taken as written (spaces included), no repeats. Returns 0 if s is
+ * malformed. */
+int dqn_config_parse_names(const char *s, char (*names)[DQN_CFG_NAME], int max, int *count);
+
 /* Load "key = value" lines from an open stream; errors name `path` and the line. */
 dqn_status dqn_config_load_stream(dqn_config *c, FILE *f, const char *path);
 

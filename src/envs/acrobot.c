@@ -36,7 +36,9 @@ static void acrobot_obs(const acrobot_state *st, float *obs) {
 }
 
 /* Gymnasium draws U(-0.1, 0.1) in float64 and stores the state as float32. */
-static void acrobot_reset(void *state, uint64_t seed, uint32_t stream, uint64_t *draw, float *obs) {
+static void acrobot_reset(const void *ctx, void *state, uint64_t seed, uint32_t stream,
+                          uint64_t *draw, float *obs) {
+    (void)ctx;
     acrobot_state *st = state;
     for (int k = 0; k < 4; k++)
         st->s[k] = (float)(-0.1 + (0.1 - -0.1) * dqn_philox_double(seed, stream, (*draw)++));
@@ -84,8 +86,9 @@ static double bound(double x, double m, double M) {
     return M < y ? M : y;
 }
 
-static void acrobot_step(void *state, const int32_t *action, float *obs, float *reward,
-                         int *terminated) {
+static void acrobot_step(const void *ctx, void *state, const int32_t *action, float *obs,
+                         float *reward, int *terminated) {
+    (void)ctx;
     acrobot_state *st = state;
     double *s = st->s;
     double torque = (double)(action[0] - 1); /* AVAIL_TORQUE = [-1, 0, +1] */

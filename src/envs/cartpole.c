@@ -28,8 +28,9 @@ static void cartpole_obs(const cartpole_state *s, float *obs) {
     obs[3] = (float)s->theta_dot;
 }
 
-static void cartpole_reset(void *state, uint64_t seed, uint32_t stream, uint64_t *draw,
-                           float *obs) {
+static void cartpole_reset(const void *ctx, void *state, uint64_t seed, uint32_t stream,
+                           uint64_t *draw, float *obs) {
+    (void)ctx;
     double u[4];
     for (int k = 0; k < 4; k++)
         u[k] = -0.05 + (0.05 - -0.05) * dqn_philox_double(seed, stream, (*draw)++);
@@ -38,8 +39,9 @@ static void cartpole_reset(void *state, uint64_t seed, uint32_t stream, uint64_t
     cartpole_obs(s, obs);
 }
 
-static void cartpole_step(void *state, const int32_t *action, float *obs, float *reward,
-                          int *terminated) {
+static void cartpole_step(const void *ctx, void *state, const int32_t *action, float *obs,
+                          float *reward, int *terminated) {
+    (void)ctx;
     const double total_mass = MASSPOLE + MASSCART;
     const double polemass_length = MASSPOLE * LENGTH;
     const double theta_threshold = 12 * 2 * PI_F64 / 360;

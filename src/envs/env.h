@@ -7,29 +7,58 @@
 
 #define DQN_ENV_MAX_BRANCHES 16
 
+typedef struct dqn_env dqn_env;
+
+/* An env type: its dynamics, and either fixed sizes (the classic-control envs) or an open() that
+ * makes an instance whose sizes and shared data come from the config (the market env). */
 typedef struct dqn_env_type {
     const char *name;          /* "cartpole" */
-    const char *gym_id;        /* "CartPole-v1" */
+    const char *gym_id;        /* "CartPole-v1" ("" if none) */
+    /* fixed sizes; a type with open() leaves them 0 and fills each instance's */
     int obs_dim;
     int n_branches;
     int branch_sizes[DQN_ENV_MAX_BRANCHES];
     int max_steps;             /* time limit (truncation) */
     size_t state_size;         /* bytes of one env's private state (double precision) */
-    /* Reset one env's state from its generator; write its observation (float [obs_dim]). */
-    void (*reset)(void *state, uint64_t seed, uint32_t stream, uint64_t *draw, float *obs);
+    /* Reset one env's state from its generator; write its observation (float [obs_dim]).
+     * ctx is the instance's shared, read-only data (NULL for a fixed env). */
+    void (*reset)(const void *ctx, void *state, uint64_t seed, uint32_t stream, uint64_t *draw,
+                  float *obs);
     /* Advance one env by one step with its actions [n_branches]; write obs, reward and flags.
      * The time limit is handled by the vector, not here. */
-    void (*step)(void *state, const int32_t *action, float *obs, float *reward, int *terminated);
+    void (*step)(const void *ctx, void *state, const int32_t *action, float *obs, float *reward,
+                 int *terminated);
     /* Set the physical state from doubles (tests use Gymnasium's start states); obs written. */
-    void (*set_state)(void *state, const double *s, float *obs);
+    void (*set_state)(void *state, const double *v, float *obs);
     int state_dim;             /* doubles in set_state's vector */
+    /* A parameterised type: make an instance from the config (sizes, ctx); close frees it. */
+    dqn_status (*open)(const dqn_config *c, dqn_env *env);
+    void (*close)(dqn_env *env);
 } dqn_env_type;
 
+/* One env instance: a type with its sizes (a fixed type's own, or made by its open()) and the
+ * data that every env of a vector shares. */
+struct dqn_env {
+    const dqn_env_type *type;
+    const char *name;
+    int obs_dim;
+    int n_branches;
+    int branch_sizes[DQN_ENV_MAX_BRANCHES];
+    int max_steps;
+    size_t state_size;
+    void *ctx;                 /* owned by the instance; NULL for a fixed type */
+};
+
 const dqn_env_type *dqn_env_find(const char *name);   /* NULL if unknown */
-const char *dqn_env_names(void);                      /* "cartpole|acrobot|mountaincar" */
+const char *dqn_env_names(void);                      /* "cartpole|acrobot|mountaincar|market" */
+/* The instance of a fixed type (sizes copied, no ctx); a zeroed instance for NULL. */
+dqn_env dqn_env_of(const dqn_env_type *type);
+/* The instance c->env names, made from the config (a fixed type ignores it). */
+dqn_status dqn_env_open(const dqn_config *c, dqn_env *out);
+void dqn_env_close(dqn_env *env);
 
 typedef struct {
-    const dqn_env_type *type;
+    dqn_env env;               /* a copy; the ctx is borrowed from the instance */
     int n;                     /* envs in the vector */
     uint64_t seed;
     uint32_t stream_base;      /* env i draws from stream stream_base + i */
@@ -48,7 +77,7 @@ typedef struct {
     unsigned char *state;      /* [n * state_size] */
 } dqn_vecenv;
 
-dqn_status dqn_vecenv_create(dqn_vecenv *v, const dqn_env_type *type, int n, uint64_t seed,
+dqn_status dqn_vecenv_create(dqn_vecenv *v, const dqn_env *env, int n, uint64_t seed,
                              uint32_t stream_base);
 void dqn_vecenv_destroy(dqn_vecenv *v);
 /* Reset every env (obs written). */

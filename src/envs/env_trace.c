@@ -17,15 +17,16 @@ dqn_status dqn_env_trace(const char *name, const double *start_states, int n_sta
                          const int32_t *actions, int n_steps, float *start_obs, float *obs,
                          float *reward, uint8_t *terminated, uint8_t *truncated, double *state) {
     const dqn_env_type *t = dqn_env_find(name);
-    if (!t)
-        return DQN_ERR(DQN_ERR_ARG, "unknown env '%s' (known: %s)", name ? name : "(null)",
-                       dqn_env_names());
+    if (!t || !t->set_state)
+        return DQN_ERR(DQN_ERR_ARG, "env '%s' cannot be traced (known fixed envs: "
+                       "cartpole|acrobot|mountaincar)", name ? name : "(null)");
     if (n_starts < 1 || n_steps < 0)
         return DQN_ERR(DQN_ERR_ARG, "%s: n_starts %d, n_steps %d; need n_starts >= 1, n_steps >= 0",
                        name, n_starts, n_steps);
     size_t od = (size_t)t->obs_dim, sd = (size_t)t->state_dim;
     dqn_vecenv v;
-    DQN_TRY(dqn_vecenv_create(&v, t, 1, 0, 0));
+    dqn_env e = dqn_env_of(t);
+    DQN_TRY(dqn_vecenv_create(&v, &e, 1, 0, 0));
     dqn_vecenv_reset(&v);
     int episode = 0;
     t->set_state(v.state, start_states, v.obs);

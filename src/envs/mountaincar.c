@@ -24,8 +24,9 @@ static void mountaincar_obs(const mountaincar_state *s, float *obs) {
     obs[1] = (float)s->velocity;
 }
 
-static void mountaincar_reset(void *state, uint64_t seed, uint32_t stream, uint64_t *draw,
-                              float *obs) {
+static void mountaincar_reset(const void *ctx, void *state, uint64_t seed, uint32_t stream,
+                              uint64_t *draw, float *obs) {
+    (void)ctx;
     mountaincar_state *s = state;
     s->position = -0.6 + (-0.4 - -0.6) * dqn_philox_double(seed, stream, (*draw)++);
     s->velocity = 0.0;
@@ -35,8 +36,9 @@ static void mountaincar_reset(void *state, uint64_t seed, uint32_t stream, uint6
 /* np.clip(x, lo, hi) */
 static double clip(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-static void mountaincar_step(void *state, const int32_t *action, float *obs, float *reward,
-                             int *terminated) {
+static void mountaincar_step(const void *ctx, void *state, const int32_t *action, float *obs,
+                             float *reward, int *terminated) {
+    (void)ctx;
     mountaincar_state *s = state;
     double velocity = s->velocity + ((action[0] - 1) * FORCE + cos(3 * s->position) * (-GRAVITY));
     velocity = clip(velocity, -MAX_SPEED, MAX_SPEED);

@@ -40,26 +40,26 @@ static dqn_status config_parse(const char *text, size_t len, const char *path, d
 /* Env vector state: obs, ep_len, ep_return, draws, private state. */
 static size_t venv_bytes(const dqn_vecenv *v) {
     size_t n = (size_t)v->n;
-    return n * v->type->obs_dim * sizeof(float) + n * sizeof(int32_t) + n * sizeof(double) +
-           n * sizeof(uint64_t) + n * v->type->state_size;
+    return n * v->env.obs_dim * sizeof(float) + n * sizeof(int32_t) + n * sizeof(double) +
+           n * sizeof(uint64_t) + n * v->env.state_size;
 }
 
 static void venv_save(const dqn_vecenv *v, char *p) {
     size_t n = (size_t)v->n;
-    memcpy(p, v->obs, n * v->type->obs_dim * sizeof(float)); p += n * v->type->obs_dim * sizeof(float);
+    memcpy(p, v->obs, n * v->env.obs_dim * sizeof(float)); p += n * v->env.obs_dim * sizeof(float);
     memcpy(p, v->ep_len, n * sizeof(int32_t)); p += n * sizeof(int32_t);
     memcpy(p, v->ep_return, n * sizeof(double)); p += n * sizeof(double);
     memcpy(p, v->draws, n * sizeof(uint64_t)); p += n * sizeof(uint64_t);
-    memcpy(p, v->state, n * v->type->state_size);
+    memcpy(p, v->state, n * v->env.state_size);
 }
 
 static void venv_load(dqn_vecenv *v, const char *p) {
     size_t n = (size_t)v->n;
-    memcpy(v->obs, p, n * v->type->obs_dim * sizeof(float)); p += n * v->type->obs_dim * sizeof(float);
+    memcpy(v->obs, p, n * v->env.obs_dim * sizeof(float)); p += n * v->env.obs_dim * sizeof(float);
     memcpy(v->ep_len, p, n * sizeof(int32_t)); p += n * sizeof(int32_t);
     memcpy(v->ep_return, p, n * sizeof(double)); p += n * sizeof(double);
     memcpy(v->draws, p, n * sizeof(uint64_t)); p += n * sizeof(uint64_t);
-    memcpy(v->state, p, n * v->type->state_size);
+    memcpy(v->state, p, n * v->env.state_size);
 }
 
 dqn_status dqn_trainer_save(const dqn_trainer *t, const char *path) {
@@ -202,7 +202,6 @@ dqn_status dqn_trainer_load(const char *path, const char *device, dqn_trainer **
 
 struct dqn_policy {
     dqn_config cfg;
-    const dqn_env_type *env;
     dqn_backend *be;
     dqn_layout L;
     float *params;
@@ -225,10 +224,12 @@ dqn_status dqn_policy_load(const char *path, dqn_policy **out) {
     DQN_TRY(dqn_ckpt_reader_open(path, &r));
     dqn_policy *p = calloc(1, sizeof *p);
     dqn_status s = p ? read_config(r, path, &p->cfg) : DQN_ERR(DQN_ERR_NOMEM, "policy");
-    if (s == DQN_OK && !(p->env = dqn_env_find(p->cfg.env)))
-        s = dqn_error_user(DQN_ERR_FORMAT, "%s: unknown env \"%s\"", path, p->cfg.env);
+    dqn_env env;
     dqn_arch a;
-    if (s == DQN_OK) s = dqn_arch_from_config(&p->cfg, p->env, &a);
+    if (s == DQN_OK && (s = dqn_env_open(&p->cfg, &env)) == DQN_OK) {
+        s = dqn_arch_from_config(&p->cfg, &env, &a);
+        dqn_env_close(&env);
+    }
     if (s == DQN_OK) s = dqn_layout_build(&p->L, &a);
     if (s == DQN_OK) s = dqn_backend_cpu_create(&p->be);
     size_t pb = s == DQN_OK ? p->L.n_params * sizeof(float) : 0;

@@ -82,10 +82,12 @@ void dqn_health_report_fill(const dqn_health_layout *h, const dqn_health_block *
 dqn_status dqn_health_layout_create(const dqn_config *c, dqn_health_layout **out) {
     *out = NULL;
     DQN_TRY(dqn_config_validate(c));
-    const dqn_env_type *env = dqn_env_find(c->env);
-    if (!env) return dqn_error_user(DQN_ERR_ARG, "unknown env \"%s\"", c->env);
+    dqn_env env;
+    DQN_TRY(dqn_env_open(c, &env));
     dqn_arch a;
-    DQN_TRY(dqn_arch_from_config(c, env, &a));
+    dqn_status s = dqn_arch_from_config(c, &env, &a);
+    dqn_env_close(&env);
+    DQN_TRY(s);
     dqn_layout L;
     DQN_TRY(dqn_layout_build(&L, &a));
     dqn_health_table tab;
@@ -240,11 +242,13 @@ static dqn_status replay_load(dqn_health_replay *r, dqn_ckpt_reader *rd, const c
     if (strcmp(r->cfg.health, "off") == 0) DQN_TRY(dqn_config_set(&r->cfg, "health", "detect"));
     dqn_hevent ev;
     DQN_TRY(dqn_ckpt_reader_copy(rd, "event", &ev, sizeof ev));
-    const dqn_env_type *env = dqn_env_find(r->cfg.env);
-    if (!env) return dqn_error_user(DQN_ERR_FORMAT, "%s: unknown env \"%s\"", path, r->cfg.env);
-    DQN_TRY(dqn_backend_open(r->cfg.device, r->cfg.math, r->cfg.threads, &r->be));
+    dqn_env env;
+    DQN_TRY(dqn_env_open(&r->cfg, &env));
     dqn_arch a;
-    DQN_TRY(dqn_arch_from_config(&r->cfg, env, &a));
+    s = dqn_arch_from_config(&r->cfg, &env, &a);
+    dqn_env_close(&env);
+    DQN_TRY(s);
+    DQN_TRY(dqn_backend_open(r->cfg.device, r->cfg.math, r->cfg.threads, &r->be));
     dqn_update_cfg uc;
     dqn_update_cfg_of(&r->cfg, &uc);
     DQN_TRY(dqn_model_create(&r->model, r->be, &a, &uc));

@@ -20,7 +20,7 @@ dqn_status dqn_backend_open(const char *device, const char *math, int threads, d
     return DQN_OK;
 }
 
-dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env_type *env, dqn_arch *a) {
+dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env *env, dqn_arch *a) {
     memset(a, 0, sizeof *a);
     a->obs_dim = env->obs_dim;
     a->d = c->d;
@@ -75,6 +75,7 @@ void dqn_trainer_destroy(dqn_trainer *t) {
     dqn_replay_destroy(&t->replay);
     dqn_nstep_destroy(&t->nstep);
     dqn_vecenv_destroy(&t->venv);
+    dqn_env_close(&t->env);
     free(t->actions);
     free(t->q_host);
     free(t->prev_obs);
@@ -96,28 +97,26 @@ dqn_status dqn_trainer_create_with(const dqn_config *c, const dqn_rank_info *r,
                                    dqn_trainer **out) {
     *out = NULL;
     DQN_TRY(dqn_config_validate(c));
-    const dqn_env_type *env = dqn_env_find(c->env);
-    if (!env) return dqn_error_user(DQN_ERR_ARG, "unknown env \"%s\" (expected %s)", c->env,
-                                    dqn_env_names());
     dqn_trainer *t = calloc(1, sizeof *t);
     if (!t) return DQN_ERR(DQN_ERR_NOMEM, "trainer");
     t->cfg = *c;
-    t->env = env;
     t->last_loss = NAN;
-    dqn_status s = r ? dqn_rank_backend_open(c, r, &t->be)
-                     : dqn_backend_open(c->device, c->math, c->threads, &t->be);
+    dqn_status s = dqn_env_open(c, &t->env);
     if (s != DQN_OK) goto fail;
-    if ((s = dqn_arch_from_config(c, env, &t->arch)) != DQN_OK) goto fail;
+    if ((s = r ? dqn_rank_backend_open(c, r, &t->be)
+               : dqn_backend_open(c->device, c->math, c->threads, &t->be)) != DQN_OK)
+        goto fail;
+    if ((s = dqn_arch_from_config(c, &t->env, &t->arch)) != DQN_OK) goto fail;
     dqn_update_cfg uc;
     dqn_update_cfg_of(c, &uc);
     if ((s = dqn_model_create(&t->model, t->be, &t->arch, &uc)) != DQN_OK) goto fail;
     if ((s = dqn_model_init_weights(&t->model, c->seed)) != DQN_OK) goto fail;
     if ((s = dqn_trainer_health_init(t)) != DQN_OK) goto fail;
-    int D = t->arch.br.D, obs = env->obs_dim;
+    int D = t->arch.br.D, obs = t->env.obs_dim;
     if ((s = dqn_replay_create(&t->replay, t->be, c->buffer_size, obs, D)) != DQN_OK) goto fail;
     if ((s = dqn_nstep_create(&t->nstep, c->num_envs, c->n_step, obs, D, c->gamma)) != DQN_OK)
         goto fail;
-    if ((s = dqn_vecenv_create(&t->venv, env, c->num_envs, c->seed, DQN_STREAM_ENV)) != DQN_OK)
+    if ((s = dqn_vecenv_create(&t->venv, &t->env, c->num_envs, c->seed, DQN_STREAM_ENV)) != DQN_OK)
         goto fail;
     if ((s = dqn_actor_create(&t->actor, t->be, &t->model.L, c->num_envs, c->k_tau)) != DQN_OK)
         goto fail;
@@ -204,7 +203,7 @@ static dqn_status do_update(dqn_trainer *t) {
 dqn_status dqn_trainer_run_until(dqn_trainer *t, int64_t target) {
     const dqn_config *c = &t->cfg;
     if (target <= 0 || target > c->steps) target = c->steps;
-    int n = c->num_envs, obs = t->env->obs_dim, D = t->arch.br.D;
+    int n = c->num_envs, obs = t->env.obs_dim, D = t->arch.br.D;
     dqn_vecenv *v = &t->venv;
     while (t->env_steps < target) {
         DQN_TRY(act(t));
@@ -277,7 +276,7 @@ dqn_status dqn_trainer_evaluate(dqn_trainer *t, int episodes, uint64_t seed, dou
     dqn_vecenv ev;
     dqn_actor ac;
     int D = t->arch.br.D;
-    DQN_TRY(dqn_vecenv_create(&ev, t->env, episodes, seed, DQN_STREAM_EVAL << 16));
+    DQN_TRY(dqn_vecenv_create(&ev, &t->env, episodes, seed, DQN_STREAM_EVAL << 16));
     dqn_status s = dqn_actor_create(&ac, t->be, &t->model.L, episodes, t->cfg.k_tau);
     double *ret = calloc((size_t)episodes, sizeof *ret);
     int32_t *a = calloc((size_t)episodes * D, sizeof *a);

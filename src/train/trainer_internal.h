@@ -59,7 +59,7 @@ void dqn_trainer_health_free(dqn_trainer *t);
 struct dqn_trainer {
     dqn_config cfg;
     dqn_backend *be;
-    const dqn_env_type *env;
+    dqn_env env;              /* the instance (market: its data and fold) */
     dqn_arch arch;
     dqn_model model;
     dqn_replay replay;
@@ -102,6 +102,6 @@ dqn_status dqn_backend_open(const char *device, const char *math, int threads, d
 /* The model's update settings from a config. */
 void dqn_update_cfg_of(const dqn_config *c, dqn_update_cfg *u);
 /* Architecture of a config on an env (branches from the config or the env). */
-dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env_type *env, dqn_arch *a);
+dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env *env, dqn_arch *a);
 
 #endif

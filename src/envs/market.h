@@ -1,0 +1,37 @@
+/* The market env (docs/market.md): one action branch per asset over position_levels positions,
+ * observations of a window of standardised returns and features plus the positions held, reward
+ * the scaled net log-return of the portfolio; episodes are contiguous windows of a fold's
+ * training rows. The walk-forward evaluation steps it through a test window in time order. */
+#ifndef DQN_ENVS_MARKET_H
+#define DQN_ENVS_MARKET_H
+#include "envs/env.h"
+#include "market/market.h"
+
+/* An instance's data, shared read-only by every env of a vector. */
+typedef struct {
+    dqn_market_data data;      /* the whole table; training reads only the fold's rows */
+    dqn_fold fold;
+    int window, levels, assets, cols, episode_len;
+    int first, end;            /* training decisions: rows t in [first, end) */
+    double cost, holding, reward_scale;
+    double *mean, *std;        /* [cols] the training window's statistics */
+    float *z;                  /* [rows, cols] standardised returns and features */
+} dqn_market_ctx;
+
+/* One env's state. */
+typedef struct {
+    int64_t t;                 /* the row of the next decision */
+    double ret, turnover, gross;   /* the last period's net return, turnover and gross exposure */
+    double pos[DQN_MARKET_MAX_ASSETS];   /* positions held, each in [-1, 1] */
+} dqn_market_state;
+
+/* Takes the data (moved into the context) and builds fold `fold`'s context. */
+dqn_status dqn_market_ctx_create(const dqn_config *c, dqn_market_data *data, int fold,
+                                 dqn_market_ctx **out);
+void dqn_market_ctx_destroy(dqn_market_ctx *x);
+/* Position of action level k of n: -1 + 2k / (n - 1). */
+double dqn_market_position(int k, int n);
+/* Puts an env at decision row t with flat positions and writes its observation. */
+void dqn_market_start(const dqn_market_ctx *x, dqn_market_state *s, int t, float *obs);
+
+#endif
