@@ -44,7 +44,7 @@ if has san && [ -x "$SAN" ]; then
     tool=${run%%:*}; bin=${run##*:}
     [ -x $BUILD/tests/$bin ] || continue
     t0=$SECONDS
-    DQN_GPU_TEST_SMALL=1 timeout "$SAN_TIMEOUT" "$SAN" --tool $tool --error-exitcode 3 \
+    DQN_GPU_TEST_SMALL=1 DQN_GPU_HEALTH_OPS_ONLY=1 timeout "$SAN_TIMEOUT" "$SAN" --tool $tool --error-exitcode 3 \
         $BUILD/tests/$bin > "$LOG/sanitizer-$tool-$bin.log" 2>&1
     rc=$?
     row "sanitizer $tool $bin" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" \
@@ -92,6 +92,11 @@ fi
 grep -hE '^(update|torch|multigpu|market)' "$LOG/bench.txt" "$LOG/bench-health.txt" \
     "$LOG"/extra-*.txt 2>/dev/null || true
 
+# on the device machine every log goes back as one archive (the tool brings back 8 files)
+cp $BUILD/test-logs/*.log "$LOG/" 2>/dev/null
+if [ -n "${OUT:-}" ] && tar -czf /tmp/gpu-logs.tgz -C "$LOG" .; then
+  find "$LOG" -mindepth 1 -delete && mv /tmp/gpu-logs.tgz "$LOG/"
+fi
 echo
 echo "== gpu-check summary (logs: $LOG) =="
 printf '%s\n' "${rows[@]}"
