@@ -1,11 +1,11 @@
 /* The numerical-health wiring of the update (SPEC 4): which buffer each slot of the table
  * (health/slots.c) checks, where in the update, with which guard; the state backup that
  * `dqn health --replay` and the guard's rollback use. Checks are batched into few plans (one op
- * each): the heads' gradients inline (the head clip rescales them next); in guard mode the other
- * clamp points inline, where SPEC 4 puts them; every other slot (the forward's buffers persist to
- * the end of the update) with the state backup after the gradient norm, whose events decide
- * Adam's skip; the parameters with the commit, which also does the inline plans' bookkeeping.
- * So every bound of an update comes from the ISV as it was when the update started. */
+ * each): in guard mode the clamp points inline, where SPEC 4 puts them; every other slot (the
+ * forward's buffers persist to the end of the update) with the state backup after the gradient
+ * norm, whose events decide Adam's skip; the parameters with the commit, which also does the
+ * inline plans' bookkeeping. So every bound of an update comes from the ISV as it was when the
+ * update started. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,14 +143,16 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     dqn_status s = DQN_OK;
     dqn_hcheck k;
 
-    /* the heads' gradients, before the head clip rescales them (and, guarded, before their GEMMs) */
-    k = check_of(m, t->d_value, m->bw.dV, R);
-    feed(&k, t->i_rms_dv, DQN_HSTAT_RMS);
-    add_check(p, k);
-    k = check_of(m, t->d_adv, m->bw.dAdv, R * A);
-    feed(&k, t->i_rms_da, DQN_HSTAT_RMS);
-    add_check(p, k);
-    s = make_plan(m, p, 0, 1, &h->plan_heads);
+    /* the heads' gradients: clamped before the head clip's norms and their GEMMs read them (the
+     * clip does not write them, so detect mode checks them with the rest) */
+    dqn_hcheck kv = check_of(m, t->d_value, m->bw.dV, R), ka = check_of(m, t->d_adv, m->bw.dAdv, R * A);
+    feed(&kv, t->i_rms_dv, DQN_HSTAT_RMS);
+    feed(&ka, t->i_rms_da, DQN_HSTAT_RMS);
+    if (guard) {
+        add_check(p, kv);
+        add_check(p, ka);
+        s = make_plan(m, p, 0, 1, &h->plan_heads);
+    }
 
     /* the other clamp points: inline plans in guard mode, else checked with the rest */
     const int split = m->f_on.split, bn = a->bottleneck > 0;
@@ -222,6 +224,8 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     add_check(p, k);
     add_check(p, check_of(m, t->dZ, m->bw.dZ, R * A));
     if (!guard) {
+        add_check(p, kv);
+        add_check(p, ka);
         if (bn) add_check(p, kc);
         add_check(p, kt);
         if (Lb > 0) add_check(p, ko);
@@ -277,8 +281,8 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
             DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at + ahead,
                                       h->faults[f].kind));
     const dqn_health_table *t = &h->tab;
-    if (slot == t->d_adv) return OPS->health_check(be, h->plan_heads);
     if (h->mode != DQN_HEALTH_GUARD) return DQN_OK;
+    if (slot == t->d_adv) return OPS->health_check(be, h->plan_heads);
     if (slot == t->d_concat) return OPS->health_check(be, h->plan_dcat);
     if (slot == t->d_z && h->plan_dz) return OPS->health_check(be, h->plan_dz);
     if (slot == t->d_trunk) return OPS->health_check(be, h->plan_dtrunk);

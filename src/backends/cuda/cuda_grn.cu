@@ -39,6 +39,8 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
     const int p = blockIdx.x, P = gridDim.x;
     float *acc = sm + (size_t)w * 2 * d;
     for (int j = lane; j < 2 * d; j += 32) acc[j] = 0.0f;
+    /* lane j zeroed acc[j], but lane j updates acc[j] and acc[d + j] below */
+    __syncwarp();
     const int r1 = min(M, (p + 1) * chunk);
     for (int m = p * chunk + w; m < r1; m += W) {
         const size_t r = (size_t)m * d;

@@ -6,6 +6,7 @@
  * a commit plan, resolves the update. No host round trip: it runs inside the captured update. */
 #include "backends/cuda/cuda_common.cuh"
 
+#include <limits.h>
 #include <math.h>
 
 #define HT 256                     /* threads per block */
@@ -22,13 +23,12 @@ typedef struct {
     double sumsq, sumabs;
 } hpart;
 
-/* What the commit kernel needs of a deferred plan to finish its bookkeeping. */
+/* A check of a deferred plan whose bookkeeping a commit plan does: where its partials are. */
 typedef struct {
-    const dqn_hcheck *checks;
-    int n_checks;
-    const int *item_first;
+    const dqn_hcheck *check;       /* in the deferred plan's device memory */
     const hpart *parts;
-} hdeferred;
+    int b0, nb;
+} hdref;
 
 typedef struct {
     dqn_health_block *blk;
@@ -37,19 +37,21 @@ typedef struct {
     int guard_mode, commit, n_slots, rollback_slot, defer, step_after;
     const dqn_hcheck *checks;
     int n_checks;
+    const hdref *drefs;            /* the deferred plans' checks (commit plans) */
+    int n_drefs;
     const dqn_hcopy *copies;
     int n_copies;
-    const int *block_item;         /* [blocks]: item (checks first, then ALWAYS copies) */
+    const int *block_item;         /* [blocks]: item (own checks, deferred checks, ALWAYS copies) */
     const int *item_first;         /* [items + 1]: first block of each item */
     hpart *parts;                  /* [blocks] */
-    unsigned *done;
-    const hdeferred *deferred;
-    int n_deferred;
+    unsigned *item_done;           /* [items]: blocks of the item finished (0 between ops) */
+    unsigned *done;                /* blocks finished (0 between ops) */
 } hparams;
 
 typedef struct {
     hparams k;
     int blocks;
+    int *first_host;               /* item_first on the host (a commit plan reads a deferred one's) */
     void *dev;                     /* one allocation holding everything the kernel reads */
 } cuda_hplan;
 
@@ -183,14 +185,13 @@ __device__ static void isv_feed(float *v, float sample, float decay) {
     }
 }
 
-/* One warp: a check's partials [b0, b0 + nb) in a fixed order, then its bookkeeping (lane 0). */
+/* One block: a check's partials [b0, b0 + nb) in a fixed order, then its bookkeeping (thread 0). */
 __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpart *parts, int b0,
-                                int nb) {
+                                int nb, hacc *sh) {
     dqn_health_block *blk = k->blk;
-    const int l = threadIdx.x % 32;
     hacc a;
     acc_init(&a);
-    for (int j = l; j < nb; j += 32) {
+    for (int j = threadIdx.x; j < nb; j += HT) {
         const volatile hpart *q = (const volatile hpart *)&parts[b0 + j];
         hacc b;
         b.nonfinite = q->nonfinite;
@@ -203,10 +204,11 @@ __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpa
         b.sumabs = q->sumabs;
         acc_merge(&a, &b);
     }
-    warp_reduce(&a);
-    if (l != 0) return;
+    block_reduce(&a, sh);
+    if (threadIdx.x != 0) return;
     const float bound = ((const volatile hpart *)&parts[b0])->bound;
     const size_t finite = c->n - a.nonfinite;
+    const int64_t update = (int64_t)(*k->step - (uint64_t)k->step_after);
     dqn_hslot_cur cur;
     cur.nonfinite = a.nonfinite;
     cur.nan = a.nan;
@@ -228,7 +230,7 @@ __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpa
     tot.guarded += a.guarded;
     tot.maxabs = fmaxf(tot.maxabs, a.maxabs);
     if (cur.event) {
-        if (tot.events == 0) tot.first_event_update = (int64_t)(*k->step - (uint64_t)k->step_after);
+        if (tot.events == 0) tot.first_event_update = update;
         tot.events++;
         if (c->skip && k->guard_mode) blk->skip = 1;
     } else {
@@ -240,17 +242,73 @@ __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpa
     blk->tot[c->slot] = tot;
 }
 
+/* The update's resolution, by the last block: the first slot with an event, guards at work. */
+__device__ static void commit(const hparams *k, int *decide) {
+    __shared__ int first_w[HW], guarded_w[HW];
+    dqn_health_block *blk = k->blk;
+    int first = INT_MAX, guarded = 0;
+    for (int s = threadIdx.x; s < k->n_slots; s += HT) {
+        const volatile dqn_hslot_cur *c = (const volatile dqn_hslot_cur *)&blk->cur[s];
+        if (c->event && s < first) first = s;
+        guarded |= c->guarded != 0;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        first = min(first, __shfl_down_sync(0xffffffffu, first, o));
+        guarded |= __shfl_down_sync(0xffffffffu, guarded, o);
+    }
+    if (threadIdx.x % 32 == 0) {
+        first_w[threadIdx.x / 32] = first;
+        guarded_w[threadIdx.x / 32] = guarded;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < HW; w++) {
+            first = min(first, first_w[w]);
+            guarded |= guarded_w[w];
+        }
+        first = first == INT_MAX ? -1 : first;
+        decide[0] = first;
+        decide[1] = first >= 0 && blk->event.slot < 0;
+        decide[2] = k->guard_mode && k->rollback_slot >= 0 && blk->cur[k->rollback_slot].event;
+        if (decide[1]) {
+            const dqn_hslot_cur *c = &blk->cur[first];
+            blk->event.slot = first;
+            blk->event.kind = c->event;
+            blk->event.update = (int64_t)(*k->step - (uint64_t)k->step_after);
+            blk->event.value = c->event == DQN_EVENT_RANGE ? c->maxabs : c->first_value;
+            blk->event.bound = c->bound;
+            blk->event.count = c->nonfinite;
+            blk->event.index = c->first_index;
+            blk->frozen = 1;
+        }
+        if (decide[2]) blk->rolled_back++;
+        if (blk->skip || decide[2]) blk->skipped++;
+        if (guarded) blk->guarded_updates++;
+        blk->updates++;
+        blk->skip = 0;
+    }
+    __syncthreads();
+    /* rare (the first event of a run, a rollback): the one block copies */
+    for (int i = 0; i < k->n_copies; i++) {
+        const dqn_hcopy *c = &k->copies[i];
+        if ((c->when == DQN_HCOPY_ON_FREEZE && decide[1]) ||
+            (c->when == DQN_HCOPY_ON_ROLLBACK && decide[2]))
+            block_copy(c, 0, 1);
+    }
+}
+
 __global__ void __launch_bounds__(HT) k_health(hparams k) {
     __shared__ hacc sh[HW];
     __shared__ bool last;
     __shared__ int decide[3];   /* event slot (-1), freeze, rollback */
     const int b = blockIdx.x, item = k.block_item[b];
     const int part = b - k.item_first[item], nparts = k.item_first[item + 1] - k.item_first[item];
+    const int n_fin = k.n_checks + k.n_drefs;   /* items with bookkeeping */
     dqn_health_block *blk = k.blk;
 
-    if (item >= k.n_checks) {
-        block_copy(&k.copies[item - k.n_checks], part, nparts);
-    } else {
+    if (item >= n_fin) {
+        block_copy(&k.copies[item - n_fin], part, nparts);
+    } else if (item < k.n_checks) {
         const dqn_hcheck c = k.checks[item];
         const float bound = fmaxf(k.guard_scale * blk->isv[c.isv_bound], k.guard_floor);
         hacc a;
@@ -273,6 +331,26 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     }
     if (k.defer) return;   /* the commit plan does the bookkeeping */
     __syncthreads();
+    /* the last block of a check does its bookkeeping: the checks' in parallel */
+    if (item < n_fin) {
+        if (threadIdx.x == 0) {
+            __threadfence();
+            last = atomicAdd(&k.item_done[item], 1u) == (unsigned)nparts - 1;
+        }
+        __syncthreads();
+        if (last) {
+            __threadfence();
+            if (item < k.n_checks) {
+                finalize(&k, &k.checks[item], k.parts, k.item_first[item], nparts, sh);
+            } else {
+                const hdref *r = &k.drefs[item - k.n_checks];
+                finalize(&k, r->check, r->parts, r->b0, r->nb, sh);
+            }
+            if (threadIdx.x == 0) k.item_done[item] = 0;
+        }
+        __syncthreads();
+    }
+    /* the last block of all: the update's resolution */
     if (threadIdx.x == 0) {
         __threadfence();
         last = atomicAdd(k.done, 1u) == gridDim.x - 1;
@@ -280,58 +358,7 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     __syncthreads();
     if (!last) return;
     __threadfence();
-
-    /* the last block: every check's bookkeeping, a warp a check (each feeds its own entries) */
-    const int w = threadIdx.x / 32;
-    for (int d = 0; d < k.n_deferred; d++) {
-        const hdeferred *df = &k.deferred[d];
-        for (int ci = w; ci < df->n_checks; ci += HW)
-            finalize(&k, &df->checks[ci], df->parts, df->item_first[ci],
-                     df->item_first[ci + 1] - df->item_first[ci]);
-    }
-    for (int ci = w; ci < k.n_checks; ci += HW)
-        finalize(&k, &k.checks[ci], k.parts, k.item_first[ci],
-                 k.item_first[ci + 1] - k.item_first[ci]);
-    __syncthreads();
-    __threadfence_block();
-
-    if (k.commit) {
-        if (threadIdx.x == 0) {
-            int first = -1, any_guarded = 0;
-            for (int s = 0; s < k.n_slots; s++) {
-                uint32_t ev = ((volatile dqn_hslot_cur *)&blk->cur[s])->event;
-                if (first < 0 && ev) first = s;
-                if (((volatile dqn_hslot_cur *)&blk->cur[s])->guarded) any_guarded = 1;
-            }
-            decide[0] = first;
-            decide[1] = first >= 0 && blk->event.slot < 0;
-            decide[2] = k.guard_mode && k.rollback_slot >= 0 && blk->cur[k.rollback_slot].event;
-            if (decide[1]) {
-                const dqn_hslot_cur *c = &blk->cur[first];
-                blk->event.slot = first;
-                blk->event.kind = c->event;
-                blk->event.update = (int64_t)(*k.step - (uint64_t)k.step_after);
-                blk->event.value = c->event == DQN_EVENT_RANGE ? c->maxabs : c->first_value;
-                blk->event.bound = c->bound;
-                blk->event.count = c->nonfinite;
-                blk->event.index = c->first_index;
-                blk->frozen = 1;
-            }
-            if (decide[2]) blk->rolled_back++;
-            if (blk->skip || decide[2]) blk->skipped++;
-            if (any_guarded) blk->guarded_updates++;
-            blk->updates++;
-            blk->skip = 0;
-        }
-        __syncthreads();
-        /* rare (the first event of a run, a rollback): the one block copies */
-        for (int i = 0; i < k.n_copies; i++) {
-            const dqn_hcopy *c = &k.copies[i];
-            if ((c->when == DQN_HCOPY_ON_FREEZE && decide[1]) ||
-                (c->when == DQN_HCOPY_ON_ROLLBACK && decide[2]))
-                block_copy(c, 0, 1);
-        }
-    }
+    if (k.commit) commit(&k, decide);
     if (threadIdx.x == 0) *k.done = 0;
 }
 
@@ -370,15 +397,32 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
                      ck->isv_stat < DQN_HEALTH_MAX_ISV && (ck->x || ck->n == 0),
                  "health_plan: check %d (slot %d) is malformed", i, ck->slot);
     }
-    /* items: the checks, then the ALWAYS copies (the others run in the last block) */
-    int items = desc->n_checks + always;
+    /* the deferred plans' checks, each an item of one block that does its bookkeeping */
+    int n_drefs = 0;
+    for (int i = 0; i < desc->n_deferred; i++)
+        n_drefs += ((const cuda_hplan *)desc->deferred[i])->k.n_checks;
+    /* items: the checks, the deferred checks, then the ALWAYS copies (the others run in the last
+     * block) */
+    int n_fin = desc->n_checks + n_drefs;
+    int items = n_fin + always;
     CUDA_ARG(items > 0, "health_plan: nothing to check or copy");
     int *first = (int *)malloc(sizeof(int) * (size_t)(items + 1));
     dqn_hcopy *order = (dqn_hcopy *)malloc(sizeof(dqn_hcopy) * (size_t)(desc->n_copies + 1));
-    if (!first || !order) {
+    hdref *drefs = (hdref *)malloc(sizeof(hdref) * (size_t)(n_drefs + 1));
+    if (!first || !order || !drefs) {
         free(first);
         free(order);
+        free(drefs);
         return DQN_ERR(DQN_ERR_NOMEM, "health plan");
+    }
+    n_drefs = 0;
+    for (int i = 0; i < desc->n_deferred; i++) {
+        const cuda_hplan *q = (const cuda_hplan *)desc->deferred[i];
+        for (int j = 0; j < q->k.n_checks; j++) {
+            hdref r = {q->k.checks + j, q->k.parts, q->first_host[j],
+                       q->first_host[j + 1] - q->first_host[j]};
+            drefs[n_drefs++] = r;
+        }
     }
     int nc = 0;
     for (int i = 0; i < desc->n_copies; i++)
@@ -389,13 +433,15 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     for (int it = 0; it < items; it++) {
         first[it] = blocks;
         blocks += it < desc->n_checks ? blocks_for(c, desc->checks[it].n)
-                                      : blocks_for(c, order[it - desc->n_checks].bytes / 4);
+                  : it < n_fin        ? 1
+                                      : blocks_for(c, order[it - n_fin].bytes / 4);
     }
     first[items] = blocks;
     int *owner = (int *)malloc(sizeof(int) * (size_t)blocks);
     if (!owner) {
         free(first);
         free(order);
+        free(drefs);
         return DQN_ERR(DQN_ERR_NOMEM, "health plan");
     }
     for (int it = 0; it < items; it++)
@@ -406,22 +452,22 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     size_t o_first = align16(o_owner + sizeof(int) * (size_t)blocks);
     size_t o_parts = align16(o_first + sizeof(int) * (size_t)(items + 1));
     size_t o_done = align16(o_parts + sizeof(hpart) * (size_t)blocks);
-    size_t o_defer = align16(o_done + 16);
-    size_t total = o_defer + sizeof(hdeferred) * (size_t)(desc->n_deferred + 1);
+    size_t o_idone = align16(o_done + 16);
+    size_t o_drefs = align16(o_idone + sizeof(unsigned) * (size_t)items);
+    size_t total = o_drefs + sizeof(hdref) * (size_t)(n_drefs + 1);
     cuda_hplan *p = (cuda_hplan *)calloc(1, sizeof *p);
     unsigned char *host = (unsigned char *)calloc(1, total);
     dqn_status s = DQN_OK;
     if (!p || !host) s = DQN_ERR(DQN_ERR_NOMEM, "health plan");
+    if (s == DQN_OK && !(p->first_host = (int *)malloc(sizeof(int) * (size_t)(items + 1))))
+        s = DQN_ERR(DQN_ERR_NOMEM, "health plan");
     if (s == DQN_OK) {
+        memcpy(p->first_host, first, sizeof(int) * (size_t)(items + 1));
         if (desc->n_checks) memcpy(host + o_checks, desc->checks, sizeof(dqn_hcheck) * desc->n_checks);
         if (nc) memcpy(host + o_copies, order, sizeof(dqn_hcopy) * (size_t)nc);
         memcpy(host + o_owner, owner, sizeof(int) * (size_t)blocks);
         memcpy(host + o_first, first, sizeof(int) * (size_t)(items + 1));
-        for (int i = 0; i < desc->n_deferred; i++) {
-            const cuda_hplan *q = (const cuda_hplan *)desc->deferred[i];
-            hdeferred df = {q->k.checks, q->k.n_checks, q->k.item_first, q->k.parts};
-            memcpy(host + o_defer + sizeof(hdeferred) * (size_t)i, &df, sizeof df);
-        }
+        if (n_drefs) memcpy(host + o_drefs, drefs, sizeof(hdref) * (size_t)n_drefs);
         cudaError_t e = cudaMalloc(&p->dev, total);
         if (e == cudaSuccess)
             e = cudaMemcpyAsync(p->dev, host, total, cudaMemcpyHostToDevice, c->stream);
@@ -433,9 +479,11 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     free(first);
     free(order);
     free(owner);
+    free(drefs);
     free(host);
     if (s != DQN_OK) {
         if (p && p->dev) cudaFree(p->dev);
+        if (p) free(p->first_host);
         free(p);
         return s;
     }
@@ -459,10 +507,11 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     p->k.item_first = (const int *)(d + o_first);
     p->k.parts = (hpart *)(d + o_parts);
     p->k.done = (unsigned *)(d + o_done);
+    p->k.item_done = (unsigned *)(d + o_idone);
     p->k.defer = desc->defer;
     p->k.step_after = desc->step_after;
-    p->k.deferred = (const hdeferred *)(d + o_defer);
-    p->k.n_deferred = desc->n_deferred;
+    p->k.drefs = (const hdref *)(d + o_drefs);
+    p->k.n_drefs = n_drefs;
     *plan = p;
     return DQN_OK;
 }
@@ -472,6 +521,7 @@ void cuda_health_plan_free(dqn_backend *be, void *plan) {
     cuda_hplan *p = (cuda_hplan *)plan;
     if (!p) return;
     if (p->dev) cudaFree(p->dev);
+    free(p->first_host);
     free(p);
 }
 
