@@ -11,7 +11,7 @@
 
 #define HT 256                     /* threads per block */
 #define HW (HT / 32)               /* warps per block */
-#define H_ELEMS_PER_THREAD 64      /* the least work a block is given */
+#define H_ELEMS_PER_THREAD 16      /* the least work a block is given */
 #define H_MAX_BLOCKS_PER_ITEM 4    /* x the multiprocessors */
 
 /* One block's figures for one check. */
@@ -350,7 +350,6 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
         }
         __syncthreads();
     }
-    if (!k.commit) return;
     /* the last block of all: the update's resolution */
     if (threadIdx.x == 0) {
         __threadfence();
@@ -359,7 +358,7 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     __syncthreads();
     if (!last) return;
     __threadfence();
-    commit(&k, decide);
+    if (k.commit) commit(&k, decide);
     if (threadIdx.x == 0) *k.done = 0;
 }
 
