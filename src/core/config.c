@@ -547,6 +547,23 @@ dqn_status dqn_config_load_stream(dqn_config *c, FILE *f, const char *path) {
     return s;
 }
 
+dqn_status dqn_config_to_text(const dqn_config *c, char **text, size_t *len) {
+    FILE *f = open_memstream(text, len);
+    if (!f) return DQN_ERR(DQN_ERR_NOMEM, "config text");
+    dqn_status s = dqn_config_write(c, f);
+    fclose(f);
+    return s;
+}
+
+dqn_status dqn_config_from_text(const char *text, size_t len, const char *path, dqn_config *c) {
+    dqn_config_defaults(c);
+    FILE *f = fmemopen((void *)text, len, "r");
+    if (!f) return DQN_ERR(DQN_ERR_NOMEM, "config text");
+    dqn_status s = dqn_config_load_stream(c, f, path);
+    fclose(f);
+    return s;
+}
+
 dqn_status dqn_config_write(const dqn_config *c, FILE *f) {
     char v[512];
     fprintf(f, "# dqn %s config (see dqn train --help); load with dqn train --config FILE\n",

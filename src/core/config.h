@@ -24,5 +24,9 @@ int dqn_config_parse_names(const char *s, char (*names)[DQN_CFG_NAME], int max, 
 
 /* Load "key = value" lines from an open stream; errors name `path` and the line. */
 dqn_status dqn_config_load_stream(dqn_config *c, FILE *f, const char *path);
+/* The config as dqn_config_write's text in a malloc'd buffer (checkpoints, event files), and
+ * back: defaults, then the text's lines (errors name `path`). */
+dqn_status dqn_config_to_text(const dqn_config *c, char **text, size_t *len);
+dqn_status dqn_config_from_text(const char *text, size_t len, const char *path, dqn_config *c);
 
 #endif

@@ -20,22 +20,6 @@ typedef struct {
     double recent[DQN_RECENT_EPISODES];
 } ckpt_counters;
 
-static dqn_status config_text(const dqn_config *c, char **text, size_t *len) {
-    FILE *f = open_memstream(text, len);
-    if (!f) return DQN_ERR(DQN_ERR_NOMEM, "config text");
-    dqn_status s = dqn_config_write(c, f);
-    fclose(f);
-    return s;
-}
-
-static dqn_status config_parse(const char *text, size_t len, const char *path, dqn_config *c) {
-    dqn_config_defaults(c);
-    FILE *f = fmemopen((void *)text, len, "r");
-    if (!f) return DQN_ERR(DQN_ERR_NOMEM, "config text");
-    dqn_status s = dqn_config_load_stream(c, f, path);
-    fclose(f);
-    return s;
-}
 
 /* Env vector state: obs, ep_len, ep_return, draws, private state. */
 static size_t venv_bytes(const dqn_vecenv *v) {
@@ -77,7 +61,7 @@ dqn_status dqn_trainer_save(const dqn_trainer *t, const char *path) {
     char *cfg = NULL, *params = NULL, *venv = NULL, *nstep = NULL, *replay = NULL;
     size_t cfg_len = 0;
     dqn_ckpt_writer *w = NULL;
-    dqn_status s = config_text(&t->cfg, &cfg, &cfg_len);
+    dqn_status s = dqn_config_to_text(&t->cfg, &cfg, &cfg_len);
     if (s == DQN_OK) s = o->d2h(be, &k.model_step, t->model.step, sizeof k.model_step);
     if (s == DQN_OK) s = o->d2h(be, &k.actor_step, t->actor.step, sizeof k.actor_step);
     if (s == DQN_OK && !(params = malloc(4 * pb))) s = DQN_ERR(DQN_ERR_NOMEM, "checkpoint");
@@ -134,7 +118,7 @@ static dqn_status read_config(dqn_ckpt_reader *r, const char *path, dqn_config *
     const void *p;
     uint64_t len;
     DQN_TRY(dqn_ckpt_reader_find(r, "config", &p, &len));
-    return config_parse(p, (size_t)len, path, c);
+    return dqn_config_from_text(p, (size_t)len, path, c);
 }
 
 dqn_status dqn_trainer_load(const char *path, const char *device, dqn_trainer **out) {

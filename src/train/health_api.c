@@ -173,14 +173,6 @@ dqn_status dqn_trainer_health_poll(dqn_trainer *t, int sync, dqn_health_report *
 
 /* ---- the first event's file ---- */
 
-static dqn_status config_text(const dqn_config *c, char **text, size_t *len) {
-    FILE *f = open_memstream(text, len);
-    if (!f) return DQN_ERR(DQN_ERR_NOMEM, "config text");
-    dqn_status s = dqn_config_write(c, f);
-    fclose(f);
-    return s;
-}
-
 dqn_status dqn_trainer_health_save_event(dqn_trainer *t, const char *path) {
     dqn_model *m = &t->model;
     dqn_backend *be = t->be;
@@ -200,7 +192,7 @@ dqn_status dqn_trainer_health_save_event(dqn_trainer *t, const char *path) {
     dqn_ckpt_writer *w = NULL;
     dqn_status s = snap ? DQN_OK : DQN_ERR(DQN_ERR_NOMEM, "event snapshot");
     if (s == DQN_OK) s = dqn_model_health_read_snapshot(m, snap);
-    if (s == DQN_OK) s = config_text(&t->cfg, &cfg, &cfg_len);
+    if (s == DQN_OK) s = dqn_config_to_text(&t->cfg, &cfg, &cfg_len);
     if (s == DQN_OK) s = dqn_ckpt_writer_create(&w);
     if (s == DQN_OK) s = dqn_ckpt_writer_add(w, "config", cfg, cfg_len);
     if (s == DQN_OK) s = dqn_ckpt_writer_add(w, "event", &ev, sizeof ev);
@@ -232,11 +224,7 @@ static dqn_status replay_load(dqn_health_replay *r, dqn_ckpt_reader *rd, const c
     const void *p;
     uint64_t len;
     DQN_TRY(dqn_ckpt_reader_find(rd, "config", &p, &len));
-    dqn_config_defaults(&r->cfg);
-    FILE *f = fmemopen((void *)p, len, "r");
-    if (!f) return DQN_ERR(DQN_ERR_NOMEM, "config text");
-    dqn_status s = dqn_config_load_stream(&r->cfg, f, path);
-    fclose(f);
+    dqn_status s = dqn_config_from_text(p, (size_t)len, path, &r->cfg);
     DQN_TRY(s);
     if (device && *device) DQN_TRY(dqn_config_set(&r->cfg, "device", device));
     if (strcmp(r->cfg.health, "off") == 0) DQN_TRY(dqn_config_set(&r->cfg, "health", "detect"));
