@@ -217,6 +217,10 @@ static const char *const presets[][3] = {
     {"mountaincar", "k_tau", "8"},
     {"mountaincar", "batch_size", "32"},
     {"mountaincar", "train_freq", "2"},
+    /* a longer epsilon decay: with 0.2, seed 1 never reached the goal in 200k steps once the
+     * update's rounding changed (fused ops, OpenBLAS); with 0.4 seeds 1 and 3 reach -150 at 120k
+     * on OpenBLAS and on the built-in GEMM */
+    {"mountaincar", "eps_fraction", "0.4"},
     /* market: a reward depends on the future only through the cost of changing positions, and
      * a training window is short and noisy: a short horizon and a slow learner generalise */
     {"market", "gamma", "0.5"},
