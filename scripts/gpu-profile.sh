@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Per-kernel GPU times of the captured update (Nsight Compute, clocks left alone), for the kernel
+# notes in docs/gpu-notes.md: builds for sm_90, then profiles a few kernel launches of
+# bench_update after its warm-up for each configuration given (default: the ones below).
+# Output: $OUT (or build-gpu/profile) ncu-<config>.csv, one row per kernel node.
+#   CONFIGS="cuda,cartpole,guard,256 ..." SKIP=kernels to skip COUNT=kernels to profile
+set -u
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/cuda/bin NCCL_NVLS_ENABLE=0
+BUILD=build-gpu
+LOG=${OUT:-$BUILD/profile}; mkdir -p "$LOG"
+CONFIGS=${CONFIGS:-cuda,cartpole,guard,256 cuda,seed,guard,256 cuda:tf32,seed,off,4096 cuda,cartpole,off,32 cuda,seed,off,32}
+SKIP=${SKIP:-400}; COUNT=${COUNT:-240}
+make -j16 BUILD=$BUILD CUDA=1 CUDA_ARCH=sm_90 > "$LOG/build.log" 2>&1 || { tail -n 40 "$LOG/build.log"; exit 1; }
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+for cfg in $CONFIGS; do
+  name=${cfg//[,:]/_}
+  timeout 150 "$NCU" --clock-control none --launch-skip "$SKIP" --launch-count "$COUNT" \
+      --metrics gpu__time_duration.sum --csv $BUILD/bench/bench_update ${cfg//,/ } \
+      > "$LOG/ncu-$name.csv" 2> "$LOG/ncu-$name.err"
+  echo "$cfg: rc $? $(grep -c gpu__time_duration "$LOG/ncu-$name.csv") kernels"
+done
