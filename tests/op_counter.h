@@ -232,8 +232,7 @@ static inline int oc_is_memory(size_t slot) {
                                  OC_SLOT(d2h_async), OC_SLOT(health_plan),
                                  OC_SLOT(health_plan_free), OC_SLOT(fence_create),
                                  OC_SLOT(fence_destroy), OC_SLOT(fence_record),
-                                 OC_SLOT(fence_wait), OC_SLOT(side_begin), OC_SLOT(side_end),
-                                 OC_SLOT(side_join), OC_SLOT(comm_init), OC_SLOT(comm_world)};
+                                 OC_SLOT(fence_wait), OC_SLOT(comm_init), OC_SLOT(comm_world)};
     for (size_t k = 0; k < sizeof mem / sizeof mem[0]; k++)
         if (mem[k] == slot) return 1;
     return 0;

@@ -201,16 +201,6 @@ typedef struct dqn_ops {
     dqn_status (*fence_record)(dqn_backend *be, void *fence);
     dqn_status (*fence_wait)(dqn_backend *be, void *fence);
 
-    /* A side branch of the stream, for work off the update's critical path (the health scans):
-     * after side_begin the ops run on a second stream that starts where the main stream is;
-     * side_end sends later ops to the main stream again (which does not wait); side_join makes
-     * the main stream wait for everything issued on the side so far. Capture-safe (the graph gets
-     * parallel branches; a capture must join before it ends). No cuBLAS ops on the side. No-ops
-     * on backends that run ops in program order. */
-    dqn_status (*side_begin)(dqn_backend *be);
-    dqn_status (*side_end)(dqn_backend *be);
-    dqn_status (*side_join)(dqn_backend *be);
-
     /* ---- random numbers (shared Philox header); the counter base is (*step) * stride ---- */
     /* out[j] = dqn_philox_uniform(seed, stream, (*step) * stride + j), j < n */
     dqn_status (*rand_uniform)(dqn_backend *be, float *out, size_t n, uint64_t seed,

@@ -317,7 +317,6 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     const dqn_branches *br = &L->arch.br;
     int B = c->B;
     SLOT(hm, obs, m->x, (size_t)B * L->arch.obs_dim);
-    if (hm) DQN_TRY(dqn_model_health_backup(m));
     if (c->K == c->N) {
         /* one online pass over [x; x'] with [tau; tau_k] (adjacent buffers): its first B*N rows
          * are the online net on x (the backward reads that prefix), the rest pick a* */
@@ -329,8 +328,7 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
         DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, NULL));
         DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
     }
-    DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, NULL));
-    return hm ? OPS->side_join(be) : DQN_OK;
+    return dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, NULL);
 }
 
 /* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ. */
@@ -349,25 +347,21 @@ static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
     return DQN_OK;
 }
 
-/* Stage 3, backward of the online pass on x (the forward's health slots on a side branch). */
+/* Stage 3, backward of the online pass on x. */
 static dqn_status stage_backward(dqn_model *m, dqn_model *hm) {
     const dqn_update_cfg *c = &m->ucfg;
-    if (hm) DQN_TRY(dqn_model_health_fwd(m));
-    DQN_TRY(dqn_backward(m->be, &m->L, m->params, m->x, &m->f_on, &m->bw, m->grads, c->B, c->N,
-                         c->head_grad_clip, hm));
-    return hm ? m->be->ops->side_join(m->be) : DQN_OK;
+    return dqn_backward(m->be, &m->L, m->params, m->x, &m->f_on, &m->bw, m->grads, c->B, c->N,
+                        c->head_grad_clip, hm);
 }
 
-/* Stage 4, optimizer: the global norm; the health checks whose events skip Adam (on the device)
- * and, on a side branch, the backward's other slots; Adam, the target update and the counter
- * increment in one op; the health commit. */
+/* Stage 4, optimizer: the global norm; the health checks whose events skip Adam (on the device);
+ * Adam, the target update and the counter increment in one op; the health commit. */
 static dqn_status stage_optimizer(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
     size_t n = m->L.n_params;
     DQN_TRY(OPS->l2_norm(be, m->grads, n, m->gnorm));
     SLOT(hm, grad_norm, m->gnorm, 1);
-    if (hm) DQN_TRY(dqn_model_health_bside(m));
     if (hm) DQN_TRY(dqn_model_health_bwd(m));
     const int32_t *skip = hm && m->h.mode == DQN_HEALTH_GUARD ? &m->h.blk->skip : NULL;
     DQN_TRY(OPS->adam_target_step(be, m->params, m->grads, m->adam_m, m->adam_v, m->target, n,
@@ -376,7 +370,6 @@ static dqn_status stage_optimizer(dqn_model *m, dqn_model *hm) {
                                   c->tau_target, m->step, skip));
     /* the counter is one ahead now: model_health.c knows */
     SLOT(hm, params, m->params, n);
-    if (hm) DQN_TRY(OPS->side_join(be));
     if (hm) DQN_TRY(dqn_model_health_commit(m));
     return DQN_OK;
 }

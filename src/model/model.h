@@ -74,10 +74,7 @@ typedef struct {
     unsigned char *backup, *snap;
     size_t off_params, off_target, off_m, off_v, off_isv, off_x, off_xn, off_R, off_disc, off_act,
         snap_bytes;
-    /* inline guard plans; the side plans (backup, forward slots, backward slots) off the critical
-     * path; the guard's skip plan before Adam; the commit */
-    void *plan_heads, *plan_dcat, *plan_dz, *plan_dtrunk, *plan_dtrunk_out;
-    void *plan_backup, *plan_fwd, *plan_bside, *plan_bwd, *plan_commit;
+    void *plan_heads, *plan_dcat, *plan_dz, *plan_dtrunk, *plan_dtrunk_out, *plan_bwd, *plan_commit;
 } dqn_model_health;
 
 typedef struct {
@@ -146,15 +143,8 @@ void dqn_model_health_destroy(dqn_model *m);
 dqn_status dqn_model_health_reset(dqn_model *m);
 /* A slot's buffer was just written: inject its faults; run the inline check it triggers. */
 dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n);
-/* The stages' health work (docs/health.md, "Where the checks run"); each a no-op when health is
- * off. On a side branch (the backend's side_begin/side_end), joined by the stage: the backup of
- * the state the update starts from (after the batch is sampled), the forward's slots (at the
- * start of the backward), the backward's slots that skip nothing (after the gradient norm). On
- * the main stream: the guard's skip checks of the gradients and the norm before Adam; the commit
- * after it (the caller joins the side first). */
-dqn_status dqn_model_health_backup(dqn_model *m);
-dqn_status dqn_model_health_fwd(dqn_model *m);
-dqn_status dqn_model_health_bside(dqn_model *m);
+/* The checks after the gradient norm (with the state backup and every slot that is not checked
+ * inline) and after the optimizer (with the commit). No-ops when health is off. */
 dqn_status dqn_model_health_bwd(dqn_model *m);
 dqn_status dqn_model_health_commit(dqn_model *m);
 /* The snapshot frozen at the first event (h.snap_bytes bytes) to the host; and loaded back as the

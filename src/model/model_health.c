@@ -1,13 +1,11 @@
 /* The numerical-health wiring of the update (SPEC 4): which buffer each slot of the table
  * (health/slots.c) checks, where in the update, with which guard; the state backup that
  * `dqn health --replay` and the guard's rollback use. Checks are batched into few plans (one op
- * each): in guard mode the clamp points inline, where SPEC 4 puts them, and the gradients and the
- * norm, whose events skip Adam, before it; everything else (the backup, the forward's buffers,
- * which persist to the end of the update, the other backward buffers) on side branches of the
- * graph, off the critical path; the parameters with the commit, which does the bookkeeping of
- * every plan but the skip plan. So every bound of an update comes from the ISV as it was when the
- * update started (only the skip plan feeds the ISV before the commit, entries no other check
- * reads as a bound), and side and main never race on it. */
+ * each): in guard mode the clamp points inline, where SPEC 4 puts them; every other slot (the
+ * forward's buffers persist to the end of the update) with the state backup after the gradient
+ * norm, whose events decide Adam's skip; the parameters with the commit, which also does the
+ * inline plans' bookkeeping. So every bound of an update comes from the ISV as it was when the
+ * update started. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,13 +65,13 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer, 
     d.defer = defer;
     /* the commit runs after the fused optimizer op has incremented the counter */
     d.step_after = commit;
-    void *deferred[7];
+    void *deferred[5];
     if (commit) {
         const dqn_model_health *h = &m->h;
-        void *const later[7] = {h->plan_fwd,    h->plan_heads,      h->plan_dcat, h->plan_dz,
-                                h->plan_dtrunk, h->plan_dtrunk_out, h->plan_bside};
-        for (int k = 0; k < 7; k++)
-            if (later[k]) deferred[d.n_deferred++] = later[k];
+        void *const inl[5] = {h->plan_heads, h->plan_dcat, h->plan_dz, h->plan_dtrunk,
+                              h->plan_dtrunk_out};
+        for (int k = 0; k < 5; k++)
+            if (inl[k]) deferred[d.n_deferred++] = inl[k];
         d.deferred = deferred;
     }
     return OPS->health_plan(be, &d, out);
@@ -189,26 +187,20 @@ dqn_status dqn_model_health_create(dqn_model *m) {
         }
     }
 
-    /* the backup of the state the update starts from, on a side branch once the batch is drawn
-     * (nothing writes it before Adam) */
-    if (s == DQN_OK) {
-        memset(p, 0, sizeof *p);
-        add_copy(p, bk + h->off_params, m->params, pb, DQN_HCOPY_ALWAYS);
-        add_copy(p, bk + h->off_target, m->target, pb, DQN_HCOPY_ALWAYS);
-        add_copy(p, bk + h->off_m, m->adam_m, pb, DQN_HCOPY_ALWAYS);
-        add_copy(p, bk + h->off_v, m->adam_v, pb, DQN_HCOPY_ALWAYS);
-        add_copy(p, bk + h->off_isv, h->blk->isv, sizeof h->blk->isv, DQN_HCOPY_ALWAYS);
-        add_copy(p, bk + h->off_x, m->x, B * a->obs_dim * sizeof(float), DQN_HCOPY_ALWAYS);
-        add_copy(p, bk + h->off_xn, m->xn, B * a->obs_dim * sizeof(float), DQN_HCOPY_ALWAYS);
-        add_copy(p, bk + h->off_R, m->R, B * sizeof(float), DQN_HCOPY_ALWAYS);
-        add_copy(p, bk + h->off_disc, m->disc, B * sizeof(float), DQN_HCOPY_ALWAYS);
-        add_copy(p, bk + h->off_act, m->act, B * a->br.D * sizeof(int32_t), DQN_HCOPY_ALWAYS);
-        s = make_plan(m, p, 0, 1, &h->plan_backup);
-    }
-
-    /* the forward's slots, the targets, the loss and dZ: none is written again in the update, so
-     * they are scanned on a side branch beside the backward */
+    /* after the gradient norm: the backup of the state the update started from, the forward's
+     * slots, the rest of the backward's, the parameter gradients and the norm (an event in those
+     * skips Adam) */
     memset(p, 0, sizeof *p);
+    add_copy(p, bk + h->off_params, m->params, pb, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_target, m->target, pb, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_m, m->adam_m, pb, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_v, m->adam_v, pb, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_isv, h->blk->isv, sizeof h->blk->isv, DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_x, m->x, B * a->obs_dim * sizeof(float), DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_xn, m->xn, B * a->obs_dim * sizeof(float), DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_R, m->R, B * sizeof(float), DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_disc, m->disc, B * sizeof(float), DQN_HCOPY_ALWAYS);
+    add_copy(p, bk + h->off_act, m->act, B * a->br.D * sizeof(int32_t), DQN_HCOPY_ALWAYS);
     add_check(p, check_of(m, t->obs, m->x, B * a->obs_dim));
     for (int l = 0; l < Lb; l++) {
         k = check_of(m, t->grn_out[l], m->f_on.h[l + 1], B * d);
@@ -231,11 +223,6 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     feed(&k, t->i_loss, DQN_HSTAT_MEANABS);
     add_check(p, k);
     add_check(p, check_of(m, t->dZ, m->bw.dZ, R * A));
-    if (s == DQN_OK) s = make_plan(m, p, 0, 1, &h->plan_fwd);
-
-    /* the backward's slots that are not clamp points, beside the optimizer; in detect mode also
-     * the gradients and the norm (no event skips Adam there) */
-    memset(p, 0, sizeof *p);
     if (!guard) {
         add_check(p, kv);
         add_check(p, ka);
@@ -245,22 +232,16 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     }
     if (!guard || !split) add_check(p, kz);
     for (int l = 1; l < Lb; l++) add_check(p, check_of(m, t->grn_din[l], m->bw.dh_in[l], B * d));
-    plan_build *q = guard ? calloc(1, sizeof *q) : p;   /* guard: the skip checks, before Adam */
-    if (!q && s == DQN_OK) s = DQN_ERR(DQN_ERR_NOMEM, "health plan");
-    if (q) {
-        for (int j = 0; j < L->n_tensors; j++) {
-            k = check_of(m, t->grad[j], m->grads + L->t[j].offset, L->t[j].size);
-            k.skip = 1;
-            add_check(q, k);
-        }
-        k = check_of(m, t->grad_norm, m->gnorm, 1);
-        feed(&k, t->i_gnorm, DQN_HSTAT_MEANABS);
+    for (int j = 0; j < L->n_tensors; j++) {
+        k = check_of(m, t->grad[j], m->grads + L->t[j].offset, L->t[j].size);
         k.skip = 1;
-        add_check(q, k);
-        if (guard && s == DQN_OK) s = make_plan(m, q, 0, 0, &h->plan_bwd);
-        if (guard) free(q);
+        add_check(p, k);
     }
-    if (s == DQN_OK && p->n_checks) s = make_plan(m, p, 0, 1, &h->plan_bside);
+    k = check_of(m, t->grad_norm, m->gnorm, 1);
+    feed(&k, t->i_gnorm, DQN_HSTAT_MEANABS);
+    k.skip = 1;
+    add_check(p, k);
+    if (s == DQN_OK) s = make_plan(m, p, 0, 0, &h->plan_bwd);
 
     /* the parameters after the update, and the update's resolution */
     memset(p, 0, sizeof *p);
@@ -279,9 +260,8 @@ dqn_status dqn_model_health_create(dqn_model *m) {
 void dqn_model_health_destroy(dqn_model *m) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
-    void *plans[] = {h->plan_commit, h->plan_bwd,    h->plan_heads,  h->plan_dcat,
-                     h->plan_dz,     h->plan_dtrunk, h->plan_dtrunk_out, h->plan_backup,
-                     h->plan_fwd,    h->plan_bside};
+    void *plans[] = {h->plan_commit, h->plan_bwd, h->plan_heads, h->plan_dcat, h->plan_dz,
+                     h->plan_dtrunk, h->plan_dtrunk_out};
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++)
         if (plans[k]) OPS->health_plan_free(be, plans[k]);
     if (h->blk) OPS->free(be, h->blk);
@@ -310,18 +290,6 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
     return DQN_OK;
 }
 
-/* a plan on the side branch: the stage that calls this joins it */
-static dqn_status on_side(dqn_model *m, const void *plan) {
-    dqn_backend *be = m->be;
-    if (!plan) return DQN_OK;
-    DQN_TRY(OPS->side_begin(be));
-    dqn_status s = OPS->health_check(be, plan);
-    dqn_status e = OPS->side_end(be);
-    return s != DQN_OK ? s : e;
-}
-dqn_status dqn_model_health_backup(dqn_model *m) { return on_side(m, m->h.plan_backup); }
-dqn_status dqn_model_health_fwd(dqn_model *m) { return on_side(m, m->h.plan_fwd); }
-dqn_status dqn_model_health_bside(dqn_model *m) { return on_side(m, m->h.plan_bside); }
 dqn_status dqn_model_health_bwd(dqn_model *m) {
     return m->h.plan_bwd ? m->be->ops->health_check(m->be, m->h.plan_bwd) : DQN_OK;
 }

@@ -21,6 +21,5 @@ dqn_status dqn_cpu_health_fault(dqn_backend *be, float *x, size_t n, const uint6
 dqn_status dqn_cpu_fence_create(dqn_backend *be, void **fence);
 void dqn_cpu_fence_destroy(dqn_backend *be, void *fence);
 dqn_status dqn_cpu_fence_noop(dqn_backend *be, void *fence);
-dqn_status dqn_cpu_side_noop(dqn_backend *be);
 
 #endif

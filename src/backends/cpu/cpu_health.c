@@ -276,10 +276,6 @@ void dqn_cpu_fence_destroy(dqn_backend *be, void *fence) {
     (void)be;
     (void)fence;
 }
-dqn_status dqn_cpu_side_noop(dqn_backend *be) {
-    (void)be;
-    return DQN_OK;
-}
 dqn_status dqn_cpu_fence_noop(dqn_backend *be, void *fence) {
     (void)be;
     (void)fence;

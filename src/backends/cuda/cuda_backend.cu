@@ -115,8 +115,6 @@ static void cuda_destroy(dqn_backend *be) {
     cuda_impl *c = cuda_of(be);
     if (c) {
         cuda_comm_release(be);
-        if (c->main) c->stream = c->main;
-        if (c->side) cudaStreamSynchronize(c->side);
         if (c->stream) cudaStreamSynchronize(c->stream);
         cuda_gemm_release(c);
         if (c->lt) cublasLtDestroy(c->lt);
@@ -124,9 +122,6 @@ static void cuda_destroy(dqn_backend *be) {
         if (c->workspace) cudaFree(c->workspace);
         if (c->scratch) cudaFree(c->scratch);
         if (c->blocks_done) cudaFree(c->blocks_done);
-        if (c->ev_fork) cudaEventDestroy(c->ev_fork);
-        if (c->ev_side) cudaEventDestroy(c->ev_side);
-        if (c->side) cudaStreamDestroy(c->side);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -178,9 +173,6 @@ static const dqn_ops cuda_ops = {
     .fence_destroy = cuda_fence_destroy,
     .fence_record = cuda_fence_record,
     .fence_wait = cuda_fence_wait,
-    .side_begin = cuda_side_begin,
-    .side_end = cuda_side_end,
-    .side_join = cuda_side_join,
     .rand_uniform = cuda_rand_uniform,
     .rand_index = cuda_rand_index,
     .gather_f32 = cuda_gather_f32,
@@ -224,10 +216,6 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
-    c->main = c->stream;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_fork, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&c->ev_side, cudaEventDisableTiming));
     CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, CUDA_COUNTERS * sizeof(unsigned)));

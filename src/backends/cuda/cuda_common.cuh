@@ -36,9 +36,7 @@ typedef struct {
 typedef struct {
     int device;
     int sm_count;
-    cudaStream_t stream;           /* where ops go now: main, or side between side_begin/end */
-    cudaStream_t main, side;       /* side branches (cuda_graph.cu) */
-    cudaEvent_t ev_fork, ev_side;
+    cudaStream_t stream;
     cublasHandle_t blas;
     cublasLtHandle_t lt;
     cublasComputeType_t compute;   /* 32F, or 32F_FAST_TF32 under DQN_MATH_TF32 */
@@ -240,9 +238,6 @@ dqn_status cuda_health_check(dqn_backend *be, const void *plan);
 dqn_status cuda_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,
                              uint64_t at, int kind);
 dqn_status cuda_fence_create(dqn_backend *be, void **fence);
-dqn_status cuda_side_begin(dqn_backend *be);
-dqn_status cuda_side_end(dqn_backend *be);
-dqn_status cuda_side_join(dqn_backend *be);
 void cuda_fence_destroy(dqn_backend *be, void *fence);
 dqn_status cuda_fence_record(dqn_backend *be, void *fence);
 dqn_status cuda_fence_wait(dqn_backend *be, void *fence);

@@ -57,30 +57,3 @@ void cuda_graph_destroy(dqn_backend *be, void *graph_or_exec, int is_exec) {
     if (is_exec) cudaGraphExecDestroy((cudaGraphExec_t)graph_or_exec);
     else cudaGraphDestroy((cudaGraph_t)graph_or_exec);
 }
-
-/* Side branches: an event recorded on the main stream that the side stream waits for forks the
- * capture (or the eager stream) into two; the main stream waiting for an event recorded on the
- * side joins them. cuBLAS stays bound to the main stream: no GEMM runs on the side. */
-dqn_status cuda_side_begin(dqn_backend *be) {
-    cuda_impl *c = cuda_of(be);
-    CUDA_ARG(c->stream == c->main, "side_begin: already on the side branch (no side_end)");
-    CUDA_CHECK(cudaEventRecord(c->ev_fork, c->main));
-    CUDA_CHECK(cudaStreamWaitEvent(c->side, c->ev_fork, 0));
-    c->stream = c->side;
-    return DQN_OK;
-}
-
-dqn_status cuda_side_end(dqn_backend *be) {
-    cuda_impl *c = cuda_of(be);
-    CUDA_ARG(c->stream == c->side, "side_end: not on the side branch (no side_begin)");
-    CUDA_CHECK(cudaEventRecord(c->ev_side, c->side));
-    c->stream = c->main;
-    return DQN_OK;
-}
-
-dqn_status cuda_side_join(dqn_backend *be) {
-    cuda_impl *c = cuda_of(be);
-    CUDA_ARG(c->stream == c->main, "side_join: still on the side branch (no side_end)");
-    CUDA_CHECK(cudaStreamWaitEvent(c->main, c->ev_side, 0));
-    return DQN_OK;
-}

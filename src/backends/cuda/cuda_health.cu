@@ -206,11 +206,9 @@ __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpa
     }
     block_reduce(&a, sh);
     if (threadIdx.x != 0) return;
-    /* every load first, so that they are in flight together ahead of the stores */
     const float bound = ((const volatile hpart *)&parts[b0])->bound;
-    const int64_t update = (int64_t)(*k->step - (uint64_t)k->step_after);
-    dqn_hslot_tot tot = blk->tot[c->slot];
     const size_t finite = c->n - a.nonfinite;
+    const int64_t update = (int64_t)(*k->step - (uint64_t)k->step_after);
     dqn_hslot_cur cur;
     cur.nonfinite = a.nonfinite;
     cur.nan = a.nan;
@@ -227,6 +225,7 @@ __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpa
                 : a.maxabs > bound ? DQN_EVENT_RANGE
                                    : DQN_EVENT_NONE;
     blk->cur[c->slot] = cur;
+    dqn_hslot_tot tot = blk->tot[c->slot];
     tot.nonfinite += a.nonfinite;
     tot.guarded += a.guarded;
     tot.maxabs = fmaxf(tot.maxabs, a.maxabs);
@@ -334,10 +333,9 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     __syncthreads();
     /* the last block of a check does its bookkeeping: the checks' in parallel */
     if (item < n_fin) {
-        /* an item of one block (a deferred check's, a small check's) needs no count */
         if (threadIdx.x == 0) {
             __threadfence();
-            last = nparts == 1 || atomicAdd(&k.item_done[item], 1u) == (unsigned)nparts - 1;
+            last = atomicAdd(&k.item_done[item], 1u) == (unsigned)nparts - 1;
         }
         __syncthreads();
         if (last) {
