@@ -3,8 +3,9 @@
 # GPU op tests (small shapes), the benchmarks (ours and the PyTorch peer in the same run, the
 # health subsystem's overhead). Logs go to $OUT when set (else build-gpu/check-logs); a short table
 # comes last. Exits non-zero if any step failed.
-#   PARTS="tests san bench torch extra" (default: all) picks the parts; SAN_TIMEOUT (s) per
-#   sanitizer run; BS the batch sizes of the update benchmark.
+#   PARTS="tests san bench torch extra prof" (default: all but prof) picks the parts; SAN_TIMEOUT
+#   (s) per sanitizer run; BS the batch sizes of the update benchmark; prof runs
+#   scripts/gpu-profile.sh (per-kernel times under Nsight Compute) into the logs.
 set -u
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/cuda/bin NCCL_NVLS_ENABLE=0
@@ -78,6 +79,10 @@ if has torch && [ -f bench/torch_update.py ] && python3 -c 'import torch' 2>/dev
     done
   done
   row torch_update ok "$(grep -c '^torch' "$LOG/bench.txt") configs"
+fi
+if has prof; then
+  OUT=$LOG/profile bash scripts/gpu-profile.sh > "$LOG/profile.txt" 2>&1
+  row profile "$([ $? -eq 0 ] && echo ok || echo FAIL)" "$(grep -c kernels "$LOG/profile.txt") configs"
 fi
 # further benchmarks of other parts (market env, multi-GPU): scripts/gpu-extra.d/*.sh
 if has extra; then

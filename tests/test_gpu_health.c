@@ -103,7 +103,6 @@ static void test_op(size_t big) {
                 c->isv_stat = k == 4 ? 2 : -1;
                 c->stat = k == 4 ? DQN_HSTAT_RMS : DQN_HSTAT_NONE;
                 c->guard = k >= 3;
-                c->skip = k == 2;
             }
         dqn_hcopy cc[2] = {{dstc, cp_src.c, 4000, DQN_HCOPY_ALWAYS},
                            {dstc + 1000, cp_src.c, 4000, DQN_HCOPY_ON_FREEZE}};
@@ -184,6 +183,135 @@ static void test_norm_range(void) {
     CHECK(rel_err(got, 5e19, 1) < 1e-6, "l2_norm of 3e19, -4e19: %g", got);
     gpu->ops->free(gpu, g);
     gpu->ops->free(gpu, out);
+}
+
+/* The commit's optimizer step (dqn_hadam) against adam_target_step on the same GPU, bit for bit
+ * (the same arithmetic: health on and off must train alike), with its backup, its skip in guard
+ * mode (a norm above its bound) and a fault that the commit rolls back; its health block against
+ * the CPU's. */
+static void test_op_adam(void) {
+    const size_t n = 100003, nb = n * 4;
+    enum { F = 4 };   /* p, m, v, target */
+    buf s[F];
+    for (int k = 0; k < F; k++) s[k] = make_buf(n, 0);
+    for (size_t i = 0; i < n; i++) s[2].c[i] = fabsf(s[2].c[i]) * 1e-3f;   /* v >= 0 */
+    CHECK_OK(gpu->ops->h2d(gpu, s[2].g, s[2].c, nb));
+    buf gr = make_buf(n, 0);
+    float *plain[F], *bkg, *bkc = malloc(F * nb), *prev = malloc(F * nb), *got = malloc(F * nb);
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&bkg, F * nb));
+    for (int k = 0; k < F; k++) {
+        CHECK_OK(gpu->ops->alloc(gpu, (void **)&plain[k], nb));
+        CHECK_OK(gpu->ops->d2d(gpu, plain[k], s[k].g, nb));
+    }
+    float *gng, *gnp;
+    int32_t *skipg;
+    uint64_t *stg, *stp, stc = 7, st0 = 7;
+    dqn_health_block *hc = calloc(1, sizeof *hc), *hb = calloc(1, sizeof *hb), *hg;
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&gng, 4));
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&gnp, 4));
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&skipg, 4));
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&stg, 8));
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&stp, 8));
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&hg, sizeof *hg));
+    CHECK_OK(gpu->ops->h2d(gpu, stg, &st0, 8));
+    CHECK_OK(gpu->ops->h2d(gpu, stp, &st0, 8));
+    hc->event.slot = -1;
+    hc->isv[0] = 2.0f;    /* the parameters' bound: 1e6 * 2 */
+    hc->isv[1] = 10.0f;   /* the norm's: 1e7 */
+    CHECK_OK(gpu->ops->h2d(gpu, hg, hc, sizeof *hc));
+    float gnc = 0.0f;
+    dqn_hadam ac = {s[0].c, gr.c, s[1].c, s[2].c, s[3].c, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                    &gnc, 10.0f, 2, 0.0f, &stc, bkc, bkc + n, bkc + 2 * n, bkc + 3 * n, 1, 1,
+                    {10}, {1}};
+    dqn_hadam ag = {s[0].g, gr.g, s[1].g, s[2].g, s[3].g, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                    gng, 10.0f, 2, 0.0f, stg, bkg, bkg + n, bkg + 2 * n, bkg + 3 * n, 1, 1,
+                    {10}, {1}};
+    dqn_hcheck kc = {s[0].c, n, 0, 0, 2, -1, DQN_HSTAT_NONE, 0}, kg = kc;
+    kg.x = s[0].g;
+    dqn_hcopy cc[F], cg[F];
+    for (int k = 0; k < F; k++) {
+        cc[k] = (dqn_hcopy){s[k].c, bkc + k * n, nb, DQN_HCOPY_ON_ROLLBACK};
+        cg[k] = (dqn_hcopy){s[k].g, bkg + k * n, nb, DQN_HCOPY_ON_ROLLBACK};
+    }
+    dqn_hplan_desc dc = {.blk = hc, .step = &stc, .guard_scale = 1e6f, .guard_floor = 1e3f,
+                         .decay = 0.99f, .guard_mode = 1, .checks = &kc, .n_checks = 1,
+                         .copies = cc, .n_copies = F, .commit = 1, .n_slots = 1,
+                         .rollback_slot = 0, .step_after = 1, .adam = &ac};
+    dqn_hplan_desc dg = dc;
+    dg.blk = hg;
+    dg.step = stg;
+    dg.checks = &kg;
+    dg.copies = cg;
+    dg.adam = &ag;
+    void *pc, *pg;
+    CHECK_OK(cpu->ops->health_plan(cpu, &dc, &pc));
+    CHECK_OK(gpu->ops->health_plan(gpu, &dg, &pg));
+    /* updates 7..10: healthy, a norm of 3e7 (above 1e7: skipped), healthy, the fault */
+    const float norms[4] = {3.0f, 3e7f, 5.0f, 4.0f};
+    for (int u = 0; u < 4; u++) {
+        for (int k = 0; k < F; k++) CHECK_OK(gpu->ops->d2h(gpu, prev + k * n, plain[k], nb));
+        gnc = norms[u];
+        int32_t sk = u == 1;
+        CHECK_OK(gpu->ops->h2d(gpu, gng, &gnc, 4));
+        CHECK_OK(gpu->ops->h2d(gpu, gnp, &gnc, 4));
+        CHECK_OK(gpu->ops->h2d(gpu, skipg, &sk, 4));
+        CHECK_OK(gpu->ops->adam_target_step(gpu, plain[0], gr.g, plain[1], plain[2], plain[3], n,
+                                            1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, gnp, 10.0f, 2, 0.0f,
+                                            stp, skipg));
+        CHECK_OK(gpu->ops->health_check(gpu, pg));
+        CHECK_OK(cpu->ops->health_check(cpu, pc));
+        for (int k = 0; k < F; k++) CHECK_OK(gpu->ops->d2h(gpu, got + k * n, s[k].g, nb));
+        /* the fault's update is rolled back: the state before it */
+        const float *want = u == 3 ? prev : NULL;
+        float *pl = malloc(F * nb);
+        for (int k = 0; k < F; k++) CHECK_OK(gpu->ops->d2h(gpu, pl + k * n, plain[k], nb));
+        if (!want) want = pl;
+        CHECK(memcmp(got, want, F * nb) == 0, "commit's optimizer step, update %d: differs from "
+              "adam_target_step%s", 7 + u, u == 3 ? " (rolled back: the state before)" : "");
+        size_t bad = 0;
+        for (int k = 0; k < F; k++)
+            for (size_t i = 0; i < n; i++)
+                bad += rel_err(got[k * n + i], s[k].c[i], 1e-6) > 1e-4;
+        CHECK(bad == 0, "update %d: %zu values differ from the CPU's", 7 + u, bad);
+        float *bk = malloc(F * nb);
+        CHECK_OK(gpu->ops->d2h(gpu, bk, bkg, F * nb));
+        CHECK(memcmp(bk, prev, F * nb) == 0, "update %d: the backup is not the state before",
+              7 + u);
+        free(bk);
+        free(pl);
+        CHECK_OK(gpu->ops->d2h(gpu, hb, hg, sizeof *hb));
+        uint64_t sg = 0;
+        CHECK_OK(gpu->ops->d2h(gpu, &sg, stg, 8));
+        CHECK(sg == stc && sg == 8 + (uint64_t)u, "update %d: counter %llu (cpu %llu)", 7 + u,
+              (unsigned long long)sg, (unsigned long long)stc);
+        CHECK(hb->cur[0].event == hc->cur[0].event && hb->cur[0].nonfinite == hc->cur[0].nonfinite &&
+                  hb->skipped == hc->skipped && hb->rolled_back == hc->rolled_back &&
+                  hb->updates == hc->updates && hb->event.slot == hc->event.slot &&
+                  hb->event.update == hc->event.update,
+              "update %d: cuda event %u skipped %llu rolled %llu, cpu event %u skipped %llu "
+              "rolled %llu", 7 + u, hb->cur[0].event, (unsigned long long)hb->skipped,
+              (unsigned long long)hb->rolled_back, hc->cur[0].event,
+              (unsigned long long)hc->skipped, (unsigned long long)hc->rolled_back);
+    }
+    CHECK(hb->skipped == 2 && hb->rolled_back == 1 && hb->event.slot == 0 &&
+              hb->event.update == 10 && hb->event.kind == DQN_EVENT_NAN,
+          "the skip and the fault: skipped %llu, rolled back %llu, event at %lld",
+          (unsigned long long)hb->skipped, (unsigned long long)hb->rolled_back,
+          (long long)hb->event.update);
+    cpu->ops->health_plan_free(cpu, pc);
+    gpu->ops->health_plan_free(gpu, pg);
+    for (int k = 0; k < F; k++) {
+        free_buf(&s[k]);
+        gpu->ops->free(gpu, plain[k]);
+    }
+    free_buf(&gr);
+    void *dev[] = {bkg, gng, gnp, skipg, stg, stp, hg};
+    for (size_t k = 0; k < sizeof dev / sizeof dev[0]; k++) gpu->ops->free(gpu, dev[k]);
+    free(bkc);
+    free(prev);
+    free(got);
+    free(hc);
+    free(hb);
 }
 
 /* ---- the captured update ---- */
@@ -282,6 +410,7 @@ int main(void) {
     int small = getenv("DQN_GPU_TEST_SMALL") != NULL;
     test_norm_range();
     test_op(small ? 70001 : 9000001);
+    test_op_adam();
     if (getenv("DQN_GPU_HEALTH_OPS_ONLY")) {   /* the sanitizer runs: the kernels alone */
         gpu->ops->destroy(gpu);
         cpu->ops->destroy(cpu);

@@ -246,6 +246,8 @@ static void check_localised(rig *g, const char *what) {
                          NULL));
     f.m.ucfg.lr = g->m.ucfg.lr;
     f.m.ucfg.weight_decay = g->m.ucfg.weight_decay;
+    dqn_model_health_destroy(&f.m);   /* the optimizer's settings are baked into the commit */
+    CHECK_OK(dqn_model_health_create(&f.m));
     CHECK_OK(dqn_model_health_load_snapshot(&f.m, snap, (uint64_t)b.event.update));
     CHECK_OK(dqn_model_update_loaded(&f.m));
     dqn_health_block c;
@@ -281,11 +283,10 @@ static void test_real_overflow(void) {
             CHECK_OK(rig_make_on(&g, be, sm, 0, 8, 4, (dqn_health_mode)mode, NULL));
             g.m.ucfg.lr = 10.0f;
             g.m.ucfg.weight_decay = 0.5f;
-            if (raised) {   /* the bounds are baked into the plans: rebuild them */
-                dqn_model_health_destroy(&g.m);
-                g.m.ucfg.guard_floor = 1e30f;
-                CHECK_OK(dqn_model_health_create(&g.m));
-            }
+            /* the bounds and the optimizer's settings are baked into the plans: rebuild them */
+            dqn_model_health_destroy(&g.m);
+            if (raised) g.m.ucfg.guard_floor = 1e30f;
+            CHECK_OK(dqn_model_health_create(&g.m));
             CHECK_OK(rig_updates(&g, 60));
             dqn_health_block b;
             CHECK_OK(rig_block(&g, &b));

@@ -177,19 +177,20 @@ typedef struct dqn_ops {
     /* Build a plan (copies its descriptor into backend memory): outside the update step. */
     dqn_status (*health_plan)(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
     void (*health_plan_free)(dqn_backend *be, void *plan);
-    /* Run a plan, in order: its ALWAYS copies; each check, with the bound
-     * b = max(guard_scale * isv[isv_bound], guard_floor) read before the op: count the non-finite
-     * elements (NaN apart) and the first one's index and value, the largest finite |x|, the RMS and
-     * mean |x| of the finite elements; event = NaN | +Inf | -Inf | (max |x| > b) | none; with
-     * guard and guard_mode, NaN and +-Inf become 0 and finite x are clamped to +-b (counted in
-     * guarded). Then per check: cur[slot] = those figures; tot[slot] accumulates; when the check
-     * had no event, the ISV entries isv_scale (max |x|) and isv_stat (RMS or mean |x|) take the
-     * sample: v = sample if v is 0 (unset) and sample > 0, else decay * v + (1 - decay) * sample
-     * if v is set; skip and an event in guard_mode set blk->skip. A commit plan then finds the
-     * first slot below n_slots with an event this update; if blk->event is unset it records it,
-     * runs the ON_FREEZE copies and sets frozen; in guard_mode an event at rollback_slot runs the
-     * ON_ROLLBACK copies; it counts updates, skipped / rolled back / guarded updates and clears
-     * blk->skip. Deterministic: the same inputs give the same bits. */
+    /* Run a plan, in order: with desc.adam, the optimizer step (health_block.h, dqn_hadam: the
+     * backup, the step or its skip, which sets blk->skip, the counter, the faults); its ALWAYS
+     * copies; each check, with the bound b = max(guard_scale * isv[isv_bound], guard_floor) read
+     * before the op: count the non-finite elements (NaN apart) and the first one's index and
+     * value, the largest finite |x|, the RMS and mean |x| of the finite elements; event = NaN |
+     * +Inf | -Inf | (max |x| > b) | none; with guard and guard_mode, NaN and +-Inf become 0 and
+     * finite x are clamped to +-b (counted in guarded). Then per check: cur[slot] = those figures;
+     * tot[slot] accumulates; when the check had no event, the ISV entries isv_scale (max |x|) and
+     * isv_stat (RMS or mean |x|) take the sample: v = sample if v is 0 (unset) and sample > 0,
+     * else decay * v + (1 - decay) * sample if v is set. A commit plan then finds the first slot
+     * below n_slots with an event this update; if blk->event is unset it records it, runs the
+     * ON_FREEZE copies and sets frozen; in guard_mode an event at rollback_slot runs the
+     * ON_ROLLBACK copies; it counts updates, skipped (blk->skip or rolled back) / rolled back /
+     * guarded updates and clears blk->skip. Deterministic: the same inputs give the same bits. */
     dqn_status (*health_check)(dqn_backend *be, const void *plan);
     /* if (*step == at) x[n / 2] = NaN (kind 1), +Inf (2) or 1e30 (3): fault injection */
     dqn_status (*health_fault)(dqn_backend *be, float *x, size_t n, const uint64_t *step,

@@ -84,7 +84,6 @@ typedef struct {
     int isv_stat;      /* ISV entry fed with `stat` of x (-1: none) */
     int stat;          /* DQN_HSTAT_* */
     int guard;         /* clamp_finite in place (guard mode only) */
-    int skip;          /* an event here skips this update's optimizer step (guard mode only) */
 } dqn_hcheck;
 
 typedef struct {
@@ -93,6 +92,33 @@ typedef struct {
     size_t bytes;
     int when;          /* DQN_HCOPY_* */
 } dqn_hcopy;
+
+#define DQN_HADAM_MAX_FAULTS 8
+
+/* The optimizer step a plan can run first (adam_target_step's arithmetic and arguments, see
+ * backends/backend.h), so that the parameters' check, the bookkeeping and the commit need no node
+ * of their own: before the step, the state it changes is saved to bk_* (the backup for
+ * `dqn health --replay` and the rollback); the step is skipped, in guard mode, when the gradient
+ * norm is non-finite or above its bound max(guard_scale * isv[skip_isv], guard_floor) (a
+ * non-finite gradient makes the norm non-finite); after it, each fault with fault_at == the
+ * update poisons p[n / 2] (NaN, +Inf or 1e30: kind 1, 2, 3), as if it were the slot's write. */
+typedef struct {
+    float *p;
+    const float *g;
+    float *m, *v, *target;
+    size_t n;
+    float lr, beta1, beta2, eps, wd;
+    const float *gnorm;
+    float max_norm;
+    int period;
+    float tau;
+    uint64_t *step;
+    float *bk_p, *bk_m, *bk_v, *bk_target;
+    int skip_isv;
+    int n_faults;
+    uint64_t fault_at[DQN_HADAM_MAX_FAULTS];
+    int fault_kind[DQN_HADAM_MAX_FAULTS];
+} dqn_hadam;
 
 /* A health plan: one op call that runs its ALWAYS copies, its checks, their bookkeeping and, for
  * the commit plan (the last of an update), the update's resolution. Built once, outside the step. */
@@ -111,13 +137,16 @@ typedef struct {
     int rollback_slot;         /* commit: an event there restores the ON_ROLLBACK copies (-1) */
     /* A backend may leave a plan's bookkeeping (not its scan and guard) to the commit plan that
      * lists it in `deferred`: such a plan must feed only ISV entries that no check before the
-     * commit reads as a bound, and set no skip (the inline guard points are such plans). */
+     * commit reads as a bound (the inline guard points are such plans). */
     int defer;
     void *const *deferred;
     int n_deferred;
     /* The counter was incremented before this plan runs (by the fused optimizer op): the update
      * it records is *step - 1. */
     int step_after;
+    /* A commit plan may run the optimizer step first (NULL: none); its first check must then be
+     * the parameters (adam->p, adam->n), which the step's pass scans as it writes them. */
+    const dqn_hadam *adam;
 } dqn_hplan_desc;
 
 #endif

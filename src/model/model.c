@@ -354,24 +354,20 @@ static dqn_status stage_backward(dqn_model *m, dqn_model *hm) {
                         c->head_grad_clip, hm);
 }
 
-/* Stage 4, optimizer: the global norm; the health checks whose events skip Adam (on the device);
- * Adam, the target update and the counter increment in one op; the health commit. */
+/* Stage 4, optimizer: the global norm; Adam, the target update and the counter increment in one
+ * op; with health, that op is the health commit's (model_health.c), which skips Adam on the
+ * device when the gradient is not finite (guard mode). */
 static dqn_status stage_optimizer(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
     size_t n = m->L.n_params;
     DQN_TRY(OPS->l2_norm(be, m->grads, n, m->gnorm));
     SLOT(hm, grad_norm, m->gnorm, 1);
-    if (hm) DQN_TRY(dqn_model_health_bwd(m));
-    const int32_t *skip = hm && m->h.mode == DQN_HEALTH_GUARD ? &m->h.blk->skip : NULL;
-    DQN_TRY(OPS->adam_target_step(be, m->params, m->grads, m->adam_m, m->adam_v, m->target, n,
-                                  c->lr, c->beta1, c->beta2, c->adam_eps, c->weight_decay,
-                                  m->gnorm, c->grad_clip, c->tau_target > 0 ? 0 : c->target_period,
-                                  c->tau_target, m->step, skip));
-    /* the counter is one ahead now: model_health.c knows */
-    SLOT(hm, params, m->params, n);
-    if (hm) DQN_TRY(dqn_model_health_commit(m));
-    return DQN_OK;
+    if (hm) return dqn_model_health_commit(m);
+    return OPS->adam_target_step(be, m->params, m->grads, m->adam_m, m->adam_v, m->target, n, c->lr,
+                                 c->beta1, c->beta2, c->adam_eps, c->weight_decay, m->gnorm,
+                                 c->grad_clip, c->tau_target > 0 ? 0 : c->target_period,
+                                 c->tau_target, m->step, NULL);
 }
 
 dqn_status dqn_model_loss_grad(dqn_model *m) {

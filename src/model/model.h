@@ -74,7 +74,7 @@ typedef struct {
     unsigned char *backup, *snap;
     size_t off_params, off_target, off_m, off_v, off_isv, off_x, off_xn, off_R, off_disc, off_act,
         snap_bytes;
-    void *plan_heads, *plan_dcat, *plan_dz, *plan_dtrunk, *plan_dtrunk_out, *plan_bwd, *plan_commit;
+    void *plan_heads, *plan_dcat, *plan_dz, *plan_dtrunk, *plan_dtrunk_out, *plan_commit;
 } dqn_model_health;
 
 typedef struct {
@@ -143,9 +143,8 @@ void dqn_model_health_destroy(dqn_model *m);
 dqn_status dqn_model_health_reset(dqn_model *m);
 /* A slot's buffer was just written: inject its faults; run the inline check it triggers. */
 dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n);
-/* The checks after the gradient norm (with the state backup and every slot that is not checked
- * inline) and after the optimizer (with the commit). No-ops when health is off. */
-dqn_status dqn_model_health_bwd(dqn_model *m);
+/* The optimizer step with the checks of every slot that is not checked inline, the bookkeeping
+ * and the update's resolution, in one op (the commit plan). */
 dqn_status dqn_model_health_commit(dqn_model *m);
 /* The snapshot frozen at the first event (h.snap_bytes bytes) to the host; and loaded back as the
  * live state, ISV, batch and counter, so that dqn_model_update_loaded re-runs that update. */

@@ -1,11 +1,10 @@
 /* The numerical-health wiring of the update (SPEC 4): which buffer each slot of the table
  * (health/slots.c) checks, where in the update, with which guard; the state backup that
  * `dqn health --replay` and the guard's rollback use. Checks are batched into few plans (one op
- * each): in guard mode the clamp points inline, where SPEC 4 puts them; every other slot (the
- * forward's buffers persist to the end of the update) with the state backup after the gradient
- * norm, whose events decide Adam's skip; the parameters with the commit, which also does the
- * inline plans' bookkeeping. So every bound of an update comes from the ISV as it was when the
- * update started. */
+ * each): in guard mode the clamp points inline, where SPEC 4 puts them; everything else in the
+ * commit, which also runs the optimizer step (its pass saves the state it changes and scans the
+ * parameters it writes) and does every check's bookkeeping. So every bound of an update comes
+ * from the ISV as it was when the update started, and detect mode adds no node to the update. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +44,8 @@ static void add_copy(plan_build *p, void *dst, const void *src, size_t bytes, in
     p->copies[p->n_copies++] = (dqn_hcopy){dst, src, bytes, when};
 }
 
-static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer, void **out) {
+static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer,
+                            const dqn_hadam *adam, void **out) {
     dqn_backend *be = m->be;
     dqn_hplan_desc d;
     memset(&d, 0, sizeof d);
@@ -65,6 +65,7 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer, 
     d.defer = defer;
     /* the commit runs after the fused optimizer op has incremented the counter */
     d.step_after = commit;
+    d.adam = adam;
     void *deferred[5];
     if (commit) {
         const dqn_model_health *h = &m->h;
@@ -151,7 +152,7 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     if (guard) {
         add_check(p, kv);
         add_check(p, ka);
-        s = make_plan(m, p, 0, 1, &h->plan_heads);
+        s = make_plan(m, p, 0, 1, NULL, &h->plan_heads);
     }
 
     /* the other clamp points: inline plans in guard mode, else checked with the rest */
@@ -183,18 +184,16 @@ dqn_status dqn_model_health_create(dqn_model *m) {
             if (!inl[j].on) continue;
             memset(p, 0, sizeof *p);
             add_check(p, *inl[j].k);
-            s = make_plan(m, p, 0, 1, inl[j].plan);
+            s = make_plan(m, p, 0, 1, NULL, inl[j].plan);
         }
     }
 
-    /* after the gradient norm: the backup of the state the update started from, the forward's
-     * slots, the rest of the backward's, the parameter gradients and the norm (an event in those
-     * skips Adam) */
+    /* The commit runs the optimizer step (Adam, the target, the counter), which saves the state
+     * it changes to the backup and scans the parameters as it writes them; then the rest of the
+     * backup, every slot that is not checked inline (the forward's buffers persist to the end of
+     * the update), the bookkeeping of every check and the update's resolution: one op. */
     memset(p, 0, sizeof *p);
-    add_copy(p, bk + h->off_params, m->params, pb, DQN_HCOPY_ALWAYS);
-    add_copy(p, bk + h->off_target, m->target, pb, DQN_HCOPY_ALWAYS);
-    add_copy(p, bk + h->off_m, m->adam_m, pb, DQN_HCOPY_ALWAYS);
-    add_copy(p, bk + h->off_v, m->adam_v, pb, DQN_HCOPY_ALWAYS);
+    add_check(p, check_of(m, t->params, m->params, L->n_params));
     add_copy(p, bk + h->off_isv, h->blk->isv, sizeof h->blk->isv, DQN_HCOPY_ALWAYS);
     add_copy(p, bk + h->off_x, m->x, B * a->obs_dim * sizeof(float), DQN_HCOPY_ALWAYS);
     add_copy(p, bk + h->off_xn, m->xn, B * a->obs_dim * sizeof(float), DQN_HCOPY_ALWAYS);
@@ -232,27 +231,51 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     }
     if (!guard || !split) add_check(p, kz);
     for (int l = 1; l < Lb; l++) add_check(p, check_of(m, t->grn_din[l], m->bw.dh_in[l], B * d));
-    for (int j = 0; j < L->n_tensors; j++) {
-        k = check_of(m, t->grad[j], m->grads + L->t[j].offset, L->t[j].size);
-        k.skip = 1;
-        add_check(p, k);
-    }
+    for (int j = 0; j < L->n_tensors; j++)
+        add_check(p, check_of(m, t->grad[j], m->grads + L->t[j].offset, L->t[j].size));
     k = check_of(m, t->grad_norm, m->gnorm, 1);
     feed(&k, t->i_gnorm, DQN_HSTAT_MEANABS);
-    k.skip = 1;
     add_check(p, k);
-    if (s == DQN_OK) s = make_plan(m, p, 0, 0, &h->plan_bwd);
-
-    /* the parameters after the update, and the update's resolution */
-    memset(p, 0, sizeof *p);
-    add_check(p, check_of(m, t->params, m->params, L->n_params));
     add_copy(p, h->snap, h->backup, h->snap_bytes, DQN_HCOPY_ON_FREEZE);
     add_copy(p, m->params, bk + h->off_params, pb, DQN_HCOPY_ON_ROLLBACK);
     add_copy(p, m->adam_m, bk + h->off_m, pb, DQN_HCOPY_ON_ROLLBACK);
     add_copy(p, m->adam_v, bk + h->off_v, pb, DQN_HCOPY_ON_ROLLBACK);
-    /* the fused optimizer op synced the target from the parameters before the commit */
     add_copy(p, m->target, bk + h->off_target, pb, DQN_HCOPY_ON_ROLLBACK);
-    if (s == DQN_OK) s = make_plan(m, p, 1, 0, &h->plan_commit);
+
+    dqn_hadam ad;
+    memset(&ad, 0, sizeof ad);
+    ad.p = m->params;
+    ad.g = m->grads;
+    ad.m = m->adam_m;
+    ad.v = m->adam_v;
+    ad.target = m->target;
+    ad.n = L->n_params;
+    ad.lr = c->lr;
+    ad.beta1 = c->beta1;
+    ad.beta2 = c->beta2;
+    ad.eps = c->adam_eps;
+    ad.wd = c->weight_decay;
+    ad.gnorm = m->gnorm;
+    ad.max_norm = c->grad_clip;
+    ad.period = c->tau_target > 0 ? 0 : c->target_period;
+    ad.tau = c->tau_target;
+    ad.step = m->step;
+    ad.bk_p = (float *)(bk + h->off_params);
+    ad.bk_m = (float *)(bk + h->off_m);
+    ad.bk_v = (float *)(bk + h->off_v);
+    ad.bk_target = (float *)(bk + h->off_target);
+    ad.skip_isv = t->slot[t->grad_norm].bound_isv;
+    for (int f = 0; f < h->n_faults && s == DQN_OK; f++) {
+        if (h->faults[f].slot != t->params) continue;
+        if (ad.n_faults == DQN_HADAM_MAX_FAULTS)
+            s = dqn_error_user(DQN_ERR_ARG, "--fault: at most %d faults on the params slot",
+                               DQN_HADAM_MAX_FAULTS);
+        else {
+            ad.fault_at[ad.n_faults] = h->faults[f].at;
+            ad.fault_kind[ad.n_faults++] = h->faults[f].kind;
+        }
+    }
+    if (s == DQN_OK) s = make_plan(m, p, 1, 0, &ad, &h->plan_commit);
     free(p);
     return s;
 }
@@ -260,8 +283,8 @@ dqn_status dqn_model_health_create(dqn_model *m) {
 void dqn_model_health_destroy(dqn_model *m) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
-    void *plans[] = {h->plan_commit, h->plan_bwd, h->plan_heads, h->plan_dcat, h->plan_dz,
-                     h->plan_dtrunk, h->plan_dtrunk_out};
+    void *plans[] = {h->plan_commit, h->plan_heads, h->plan_dcat, h->plan_dz, h->plan_dtrunk,
+                     h->plan_dtrunk_out};
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++)
         if (plans[k]) OPS->health_plan_free(be, plans[k]);
     if (h->blk) OPS->free(be, h->blk);
@@ -274,12 +297,10 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
     if (slot < 0) return DQN_OK;
-    /* the parameters are checked after the fused optimizer op has incremented the counter */
-    uint64_t ahead = slot == h->tab.params;
+    /* (the parameters' faults are the commit's: it writes them) */
     for (int f = 0; f < h->n_faults; f++)
         if (h->faults[f].slot == slot)
-            DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at + ahead,
-                                      h->faults[f].kind));
+            DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at, h->faults[f].kind));
     const dqn_health_table *t = &h->tab;
     if (h->mode != DQN_HEALTH_GUARD) return DQN_OK;
     if (slot == t->d_adv) return OPS->health_check(be, h->plan_heads);
@@ -290,9 +311,6 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
     return DQN_OK;
 }
 
-dqn_status dqn_model_health_bwd(dqn_model *m) {
-    return m->h.plan_bwd ? m->be->ops->health_check(m->be, m->h.plan_bwd) : DQN_OK;
-}
 dqn_status dqn_model_health_commit(dqn_model *m) {
     return m->h.plan_commit ? m->be->ops->health_check(m->be, m->h.plan_commit) : DQN_OK;
 }

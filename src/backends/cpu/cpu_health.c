@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cpu/cpu_internal.h"
 #include "core/error.h"
 
 /* One check's figures for one update, before its bookkeeping. */
@@ -17,6 +18,7 @@ typedef struct {
     dqn_hcheck *checks;
     dqn_hcopy *copies;
     cpu_scan *scans;    /* [n_checks]: a deferred plan's figures, kept for its commit */
+    dqn_hadam adam;     /* d.adam points here when the plan runs the optimizer step */
 } cpu_plan;
 
 dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan) {
@@ -40,9 +42,20 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
             c->isv_stat >= DQN_HEALTH_MAX_ISV || (c->n && !c->x))
             return DQN_ERR(DQN_ERR_ARG, "health_plan: check %d (slot %d) is malformed", i, c->slot);
     }
+    const dqn_hadam *ad = desc->adam;
+    if (ad && !(desc->commit && desc->n_checks >= 1 && desc->checks[0].x == ad->p &&
+                desc->checks[0].n == ad->n && ad->step && ad->n_faults >= 0 &&
+                ad->n_faults <= DQN_HADAM_MAX_FAULTS && ad->skip_isv < DQN_HEALTH_MAX_ISV))
+        return DQN_ERR(DQN_ERR_ARG, "health_plan: an optimizer step needs a commit plan whose "
+                                    "first check is its parameters, and at most %d faults",
+                       DQN_HADAM_MAX_FAULTS);
     cpu_plan *p = calloc(1, sizeof *p);
     if (!p) return DQN_ERR(DQN_ERR_NOMEM, "health plan");
     p->d = *desc;
+    if (ad) {
+        p->adam = *ad;
+        p->d.adam = &p->adam;
+    }
     p->checks = calloc((size_t)desc->n_checks + 1, sizeof *p->checks);
     p->copies = calloc((size_t)desc->n_copies + 1, sizeof *p->copies);
     p->scans = calloc((size_t)desc->n_checks + 1, sizeof *p->scans);
@@ -185,7 +198,7 @@ static void scan_one(const dqn_hplan_desc *d, const dqn_hcheck *c, float bound, 
                                   : DQN_EVENT_NONE;
 }
 
-/* The bookkeeping of one check: cur, the totals, the ISV, the skip flag. */
+/* The bookkeeping of one check: cur, the totals, the ISV. */
 static void apply_one(const dqn_hplan_desc *d, const dqn_hcheck *c, const dqn_hslot_cur *cur) {
     dqn_health_block *blk = d->blk;
     blk->cur[c->slot] = *cur;
@@ -196,7 +209,6 @@ static void apply_one(const dqn_hplan_desc *d, const dqn_hcheck *c, const dqn_hs
     if (cur->event) {
         if (tot->events == 0) tot->first_event_update = (int64_t)(*d->step - (uint64_t)d->step_after);
         tot->events++;
-        if (c->skip && d->guard_mode) blk->skip = 1;
         return;
     }
     if (c->isv_scale >= 0) isv_feed(&blk->isv[c->isv_scale], cur->maxabs, d->decay);
@@ -236,11 +248,35 @@ static void commit(const dqn_hplan_desc *d) {
     blk->skip = 0;
 }
 
+/* The optimizer step of a plan (health_block.h, dqn_hadam), as the CUDA kernel runs it. */
+static dqn_status run_adam(dqn_backend *be, const dqn_hplan_desc *d, const dqn_hadam *a) {
+    dqn_health_block *blk = d->blk;
+    const uint64_t st = *a->step;
+    const size_t pb = a->n * sizeof(float);
+    if (a->bk_p) memcpy(a->bk_p, a->p, pb);
+    if (a->bk_m) memcpy(a->bk_m, a->m, pb);
+    if (a->bk_v) memcpy(a->bk_v, a->v, pb);
+    if (a->bk_target) memcpy(a->bk_target, a->target, pb);
+    int32_t skip = 0;
+    if (d->guard_mode && a->gnorm && a->skip_isv >= 0) {
+        const float g = *a->gnorm;
+        skip = !(isfinite(g) && g <= fmaxf(d->guard_scale * blk->isv[a->skip_isv], d->guard_floor));
+    }
+    blk->skip = skip;
+    DQN_TRY(cpu_adam_target_step(be, a->p, a->g, a->m, a->v, a->target, a->n, a->lr, a->beta1,
+                                 a->beta2, a->eps, a->wd, a->gnorm, a->max_norm, a->period, a->tau,
+                                 a->step, &skip));
+    for (int f = 0; f < a->n_faults; f++)
+        if (st == a->fault_at[f] && a->n)
+            a->p[a->n / 2] = a->fault_kind[f] == 1 ? NAN : a->fault_kind[f] == 2 ? INFINITY : 1e30f;
+    return DQN_OK;
+}
+
 dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
-    (void)be;
     cpu_plan *p = (cpu_plan *)plan;
     if (!p) return DQN_ERR(DQN_ERR_ARG, "health_check: NULL plan");
     const dqn_hplan_desc *d = &p->d;
+    if (d->adam) DQN_TRY(run_adam(be, d, d->adam));
     run_copies(d, DQN_HCOPY_ALWAYS);
     /* every bound is read before any of the op's bookkeeping feeds the ISV */
     float bound[DQN_HEALTH_MAX_SLOTS];

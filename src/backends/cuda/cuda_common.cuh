@@ -166,6 +166,35 @@ __device__ __forceinline__ float clip_scale(const float *norm, float max_norm) {
     return isfinite(nv) && nv > max_norm ? max_norm / nv : 1.0f;
 }
 
+/* Adam's constants for the step after st, and one element's update: shared by
+ * k_adam_target_step and the health commit's optimizer pass (cuda_health.cu), so that health on
+ * and off give the same bits. */
+typedef struct {
+    float sc, c1, c2, a1, a2;
+} adam_k;
+
+__device__ __forceinline__ adam_k adam_consts(uint64_t st, const float *gnorm, float max_norm,
+                                              float beta1, float beta2) {
+    adam_k k;
+    k.sc = clip_scale(gnorm, max_norm);
+    double t = (double)(st + 1);
+    k.c1 = (float)(1.0 / (1.0 - pow((double)beta1, t)));
+    k.c2 = (float)(1.0 / (1.0 - pow((double)beta2, t)));
+    k.a1 = 1.0f - beta1;
+    k.a2 = 1.0f - beta2;
+    return k;
+}
+
+__device__ __forceinline__ void adam_elem(const adam_k &k, float g, float *p, float *m, float *v,
+                                          float lr, float beta1, float beta2, float eps, float wd) {
+    float gi = g * k.sc;
+    float mi = beta1 * *m + k.a1 * gi;
+    float vi = beta2 * *v + k.a2 * gi * gi;
+    *m = mi;
+    *v = vi;
+    *p = *p - lr * (mi * k.c1 / (sqrtf(vi * k.c2) + eps) + wd * *p);
+}
+
 /* Column sums of a row-major [M, N] matrix, one launch and deterministic (cuda_reduce.cu):
  * out1[j] = sum_m A[m,j]; with x, mean, rstd given (LayerNorm), also
  * out0[j] = sum_m A[m,j] * (x[m,j] - mean[m]) * rstd[m]. */

@@ -1,9 +1,11 @@
 /* The numerical-health ops on the GPU (semantics: backends/backend.h, health_check; reference:
  * cpu/cpu_health.c). A plan is one kernel launch: its blocks split the checks' and the copies'
  * elements among them (a fixed assignment made when the plan is built), each block writes its
- * partial statistics, and the last block to finish (an integer counter, no float atomics) reduces
- * each check's partials in block order, does the bookkeeping of every check in plan order and, in
- * a commit plan, resolves the update. No host round trip: it runs inside the captured update. */
+ * partial statistics, the last block of each check (an integer counter, no float atomics)
+ * reduces its partials in block order and records them, and the last block of all feeds the ISV
+ * and, in a commit plan, resolves the update. A commit plan with an optimizer step gives the
+ * parameters' check the blocks of Adam's pass, which scan the parameters as they write them. No
+ * host round trip: it runs inside the captured update. */
 #include "backends/cuda/cuda_common.cuh"
 
 #include <limits.h>
@@ -35,6 +37,8 @@ typedef struct {
     const uint64_t *step;
     float guard_scale, guard_floor, decay;
     int guard_mode, commit, n_slots, rollback_slot, defer, step_after;
+    int has_adam;                  /* the optimizer step runs in item 0 (the parameters' check) */
+    dqn_hadam adam;
     const dqn_hcheck *checks;
     int n_checks;
     const hdref *drefs;            /* the deferred plans' checks (commit plans) */
@@ -187,7 +191,7 @@ __device__ static void isv_feed(float *v, float sample, float decay) {
 
 /* One block: a check's partials [b0, b0 + nb) in a fixed order, then its bookkeeping (thread 0). */
 __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpart *parts, int b0,
-                                int nb, hacc *sh) {
+                                int nb, int64_t update, hacc *sh) {
     dqn_health_block *blk = k->blk;
     hacc a;
     acc_init(&a);
@@ -208,7 +212,6 @@ __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpa
     if (threadIdx.x != 0) return;
     const float bound = ((const volatile hpart *)&parts[b0])->bound;
     const size_t finite = c->n - a.nonfinite;
-    const int64_t update = (int64_t)(*k->step - (uint64_t)k->step_after);
     dqn_hslot_cur cur;
     cur.nonfinite = a.nonfinite;
     cur.nan = a.nan;
@@ -232,18 +235,24 @@ __device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpa
     if (cur.event) {
         if (tot.events == 0) tot.first_event_update = update;
         tot.events++;
-        if (c->skip && k->guard_mode) blk->skip = 1;
-    } else {
-        if (c->isv_scale >= 0) isv_feed(&blk->isv[c->isv_scale], a.maxabs, k->decay);
-        if (c->isv_stat >= 0 && c->stat != DQN_HSTAT_NONE)
-            isv_feed(&blk->isv[c->isv_stat], c->stat == DQN_HSTAT_RMS ? cur.rms : cur.meanabs,
-                     k->decay);
     }
     blk->tot[c->slot] = tot;
 }
 
+/* One check's ISV samples from its recorded figures, by the plan's last block: after every block
+ * of the plan has read its bound (each ISV entry is fed by one check, so threads never collide). */
+__device__ static void feed(const hparams *k, const dqn_hcheck *c) {
+    dqn_health_block *blk = k->blk;
+    const volatile dqn_hslot_cur *cur = (const volatile dqn_hslot_cur *)&blk->cur[c->slot];
+    if (cur->event) return;
+    if (c->isv_scale >= 0) isv_feed(&blk->isv[c->isv_scale], cur->maxabs, k->decay);
+    if (c->isv_stat >= 0 && c->stat != DQN_HSTAT_NONE)
+        isv_feed(&blk->isv[c->isv_stat], c->stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
+                 k->decay);
+}
+
 /* The update's resolution, by the last block: the first slot with an event, guards at work. */
-__device__ static void commit(const hparams *k, int *decide) {
+__device__ static void commit(const hparams *k, int64_t update, int *decide) {
     __shared__ int first_w[HW], guarded_w[HW];
     dqn_health_block *blk = k->blk;
     int first = INT_MAX, guarded = 0;
@@ -274,7 +283,7 @@ __device__ static void commit(const hparams *k, int *decide) {
             const dqn_hslot_cur *c = &blk->cur[first];
             blk->event.slot = first;
             blk->event.kind = c->event;
-            blk->event.update = (int64_t)(*k->step - (uint64_t)k->step_after);
+            blk->event.update = update;
             blk->event.value = c->event == DQN_EVENT_RANGE ? c->maxabs : c->first_value;
             blk->event.bound = c->bound;
             blk->event.count = c->nonfinite;
@@ -297,6 +306,38 @@ __device__ static void commit(const hparams *k, int *decide) {
     }
 }
 
+/* Item 0 of a plan with an optimizer step: the block's share of Adam's pass (adam_target_step's
+ * arithmetic, cuda_common.cuh), the backup of what it changes, the faults, and the scan of the
+ * parameters it writes. */
+__device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts, uint64_t st,
+                                 float bound, bool skip) {
+    const dqn_hadam *d = &k->adam;
+    const adam_k ak = adam_consts(st, d->gnorm, d->max_norm, d->beta1, d->beta2);
+    const bool copy = d->period > 0 && (st + 1) % (uint64_t)d->period == 0;
+    for (size_t i = (size_t)part * HT + threadIdx.x; i < d->n; i += (size_t)nparts * HT) {
+        float pi = d->p[i], mi = d->m[i], vi = d->v[i], ti = d->target[i];
+        if (d->bk_p) d->bk_p[i] = pi;
+        if (d->bk_m) d->bk_m[i] = mi;
+        if (d->bk_v) d->bk_v[i] = vi;
+        if (d->bk_target) d->bk_target[i] = ti;
+        if (!skip) {
+            adam_elem(ak, d->g[i], &pi, &mi, &vi, d->lr, d->beta1, d->beta2, d->eps, d->wd);
+            d->m[i] = mi;
+            d->v[i] = vi;
+        }
+        if (d->period == 0) d->target[i] = d->tau * pi + (1.0f - d->tau) * ti;
+        else if (copy) d->target[i] = pi;
+        if (i == d->n / 2)
+            for (int f = 0; f < d->n_faults; f++)
+                if (st == d->fault_at[f])
+                    pi = d->fault_kind[f] == 1   ? __int_as_float(0x7fc00000)
+                         : d->fault_kind[f] == 2 ? __int_as_float(0x7f800000)
+                                                 : 1e30f;
+        d->p[i] = pi;
+        scan_one(a, d->p, i, pi, bound, false);
+    }
+}
+
 __global__ void __launch_bounds__(HT) k_health(hparams k) {
     __shared__ hacc sh[HW];
     __shared__ bool last;
@@ -305,6 +346,9 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     const int part = b - k.item_first[item], nparts = k.item_first[item + 1] - k.item_first[item];
     const int n_fin = k.n_checks + k.n_drefs;   /* items with bookkeeping */
     dqn_health_block *blk = k.blk;
+    /* every block reads the counter before the last one (with an optimizer step) raises it */
+    const uint64_t st = *(const volatile uint64_t *)k.step;
+    const int64_t update = (int64_t)st - (k.has_adam ? 0 : k.step_after);
 
     if (item >= n_fin) {
         block_copy(&k.copies[item - n_fin], part, nparts);
@@ -313,7 +357,18 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
         const float bound = fmaxf(k.guard_scale * blk->isv[c.isv_bound], k.guard_floor);
         hacc a;
         acc_init(&a);
-        scan(&a, c.x, c.n, part, nparts, bound, c.guard && k.guard_mode);
+        if (item == 0 && k.has_adam) {
+            bool skip = false;
+            if (k.guard_mode && k.adam.gnorm && k.adam.skip_isv >= 0) {
+                const float g = *k.adam.gnorm;
+                skip = !(isfinite(g) &&
+                         g <= fmaxf(k.guard_scale * blk->isv[k.adam.skip_isv], k.guard_floor));
+            }
+            if (part == 0 && threadIdx.x == 0) blk->skip = skip;
+            adam_scan(&k, &a, part, nparts, st, bound, skip);
+        } else {
+            scan(&a, c.x, c.n, part, nparts, bound, c.guard && k.guard_mode);
+        }
         block_reduce(&a, sh);
         if (threadIdx.x == 0) {
             hpart p;
@@ -331,7 +386,7 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     }
     if (k.defer) return;   /* the commit plan does the bookkeeping */
     __syncthreads();
-    /* the last block of a check does its bookkeeping: the checks' in parallel */
+    /* the last block of a check records it: the checks' in parallel */
     if (item < n_fin) {
         if (threadIdx.x == 0) {
             __threadfence();
@@ -341,16 +396,16 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
         if (last) {
             __threadfence();
             if (item < k.n_checks) {
-                finalize(&k, &k.checks[item], k.parts, k.item_first[item], nparts, sh);
+                finalize(&k, &k.checks[item], k.parts, k.item_first[item], nparts, update, sh);
             } else {
                 const hdref *r = &k.drefs[item - k.n_checks];
-                finalize(&k, r->check, r->parts, r->b0, r->nb, sh);
+                finalize(&k, r->check, r->parts, r->b0, r->nb, update, sh);
             }
             if (threadIdx.x == 0) k.item_done[item] = 0;
         }
         __syncthreads();
     }
-    /* the last block of all: the update's resolution */
+    /* the last block of all: the ISV, the update's resolution, the counter */
     if (threadIdx.x == 0) {
         __threadfence();
         last = atomicAdd(k.done, 1u) == gridDim.x - 1;
@@ -358,8 +413,14 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     __syncthreads();
     if (!last) return;
     __threadfence();
-    if (k.commit) commit(&k, decide);
-    if (threadIdx.x == 0) *k.done = 0;
+    for (int j = threadIdx.x; j < n_fin; j += HT)
+        feed(&k, j < k.n_checks ? &k.checks[j] : k.drefs[j - k.n_checks].check);
+    __syncthreads();
+    if (k.commit) commit(&k, update, decide);
+    if (threadIdx.x == 0) {
+        if (k.has_adam) *k.adam.step = st + 1;
+        *k.done = 0;
+    }
 }
 
 static int blocks_for(const cuda_impl *c, size_t n) {
@@ -397,6 +458,16 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
                      ck->isv_stat < DQN_HEALTH_MAX_ISV && (ck->x || ck->n == 0),
                  "health_plan: check %d (slot %d) is malformed", i, ck->slot);
     }
+    const dqn_hadam *ad = desc->adam;
+    CUDA_ARG(!ad || (desc->commit && desc->n_checks >= 1 && desc->checks[0].x == ad->p &&
+                     desc->checks[0].n == ad->n && ad->step == desc->step && ad->n_faults >= 0 &&
+                     ad->n_faults <= DQN_HADAM_MAX_FAULTS && ad->skip_isv < DQN_HEALTH_MAX_ISV &&
+                     ad->beta1 >= 0.0f && ad->beta1 < 1.0f && ad->beta2 >= 0.0f &&
+                     ad->beta2 < 1.0f && (ad->period > 0 || (ad->period == 0 && ad->tau >= 0.0f &&
+                                                            ad->tau <= 1.0f))),
+             "health_plan: an optimizer step needs a commit plan whose first check is its "
+             "parameters, the plan's counter, at most %d faults and adam_target_step's ranges",
+             DQN_HADAM_MAX_FAULTS);
     /* the deferred plans' checks, each an item of one block that does its bookkeeping */
     int n_drefs = 0;
     for (int i = 0; i < desc->n_deferred; i++)
@@ -432,7 +503,9 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     int blocks = 0;
     for (int it = 0; it < items; it++) {
         first[it] = blocks;
-        blocks += it < desc->n_checks ? blocks_for(c, desc->checks[it].n)
+        /* Adam's pass: a thread an element, as adam_target_step */
+        blocks += it == 0 && ad      ? (int)cuda_blocks(c, ad->n, HT)
+                  : it < desc->n_checks ? blocks_for(c, desc->checks[it].n)
                   : it < n_fin        ? 1
                                       : blocks_for(c, order[it - n_fin].bytes / 4);
     }
@@ -510,6 +583,8 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     p->k.item_done = (unsigned *)(d + o_idone);
     p->k.defer = desc->defer;
     p->k.step_after = desc->step_after;
+    p->k.has_adam = ad != NULL;
+    if (ad) p->k.adam = *ad;
     p->k.drefs = (const hdref *)(d + o_drefs);
     p->k.n_drefs = n_drefs;
     *plan = p;

@@ -154,20 +154,14 @@ __global__ void k_adam_target_step(float *p, const float *g, float *m, float *v,
     const uint64_t st = *(volatile const uint64_t *)step;
     const bool adam = !(skip && *skip != 0);
     const bool copy = period > 0 && (st + 1) % (uint64_t)period == 0;
-    float sc = clip_scale(gnorm, max_norm);
-    double t = (double)(st + 1);
-    float c1 = (float)(1.0 / (1.0 - pow((double)beta1, t)));
-    float c2 = (float)(1.0 / (1.0 - pow((double)beta2, t)));
-    float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+    const adam_k ak = adam_consts(st, gnorm, max_norm, beta1, beta2);
     GRID_STRIDE(i, n) {
         float pi = p[i];
         if (adam) {
-            float gi = g[i] * sc;
-            float mi = beta1 * m[i] + a1 * gi;
-            float vi = beta2 * v[i] + a2 * gi * gi;
+            float mi = m[i], vi = v[i];
+            adam_elem(ak, g[i], &pi, &mi, &vi, lr, beta1, beta2, eps, wd);
             m[i] = mi;
             v[i] = vi;
-            pi = pi - lr * (mi * c1 / (sqrtf(vi * c2) + eps) + wd * pi);
             p[i] = pi;
         }
         if (period == 0) target[i] = tau * pi + (1.0f - tau) * target[i];
