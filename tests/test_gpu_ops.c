@@ -1221,6 +1221,7 @@ int main(void) {
     test_fused_heads(37, 13, 1, br2, 0, 0);
     test_fused_heads(301, 70, 3, br355, 1, 0);
     test_fused_heads(129, 33, 4, br_wide, 1, 0);
+    test_fused_heads(9001, 130, 3, br355, 1, 0);   /* two column tiles, parts of several stages */
     if (full) test_fused_heads(262144, 64, 1, br2, 1, 1);
     if (full) test_fused_heads(131072, 256, 3, br355, 1, 1);
     test_fused_grn(37, 13, 0);
