@@ -1225,6 +1225,8 @@ int main(void) {
     if (full) test_fused_heads(262144, 64, 1, br2, 1, 1);
     if (full) test_fused_heads(131072, 256, 3, br355, 1, 1);
     test_fused_grn(37, 13, 0);
+    test_fused_grn(300, 200, 0);   /* rows in registers (d <= 256), a tail of several batches */
+    test_fused_grn(41, 300, 0);    /* d > 256: streamed rows */
     if (full) test_fused_grn(8192, 256, 1);
     test_fused_iqn(5, 3, 7, 0);
     if (full) test_fused_iqn(4096, 32, 256, 1);
