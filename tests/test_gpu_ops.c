@@ -1208,6 +1208,7 @@ int main(void) {
         dqn_target_mode mode = m ? DQN_TARGET_INDEPENDENT : DQN_TARGET_MEAN;
         test_loss(7, 5, 3, 1, br2, mode, 1.0f, 1, 0);
         test_loss(9, 4, 6, 3, br355, mode, 0.5f, 0, 0);
+        test_loss(6, 3, 5, 3, br355, mode, 0.7f, 1, 0);   /* kappa not a power of two: divides */
         if (full) test_loss(1024, 32, 32, 3, br355, mode, 1.0f, 1, m == 0);
         if (full) test_loss(512, 16, 16, 1, br2, mode, 1.0f, 0, 0);
     }
