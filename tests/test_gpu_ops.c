@@ -1208,6 +1208,7 @@ int main(void) {
         dqn_target_mode mode = m ? DQN_TARGET_INDEPENDENT : DQN_TARGET_MEAN;
         test_loss(7, 5, 3, 1, br2, mode, 1.0f, 1, 0);
         test_loss(9, 4, 6, 3, br355, mode, 0.5f, 0, 0);
+        test_loss(6, 3, 5, 3, br355, mode, 0.7f, 1, 0);   /* kappa not a power of two: divides */
         if (full) test_loss(1024, 32, 32, 3, br355, mode, 1.0f, 1, m == 0);
         if (full) test_loss(512, 16, 16, 1, br2, mode, 1.0f, 0, 0);
     }
@@ -1221,9 +1222,12 @@ int main(void) {
     test_fused_heads(37, 13, 1, br2, 0, 0);
     test_fused_heads(301, 70, 3, br355, 1, 0);
     test_fused_heads(129, 33, 4, br_wide, 1, 0);
+    test_fused_heads(9001, 130, 3, br355, 1, 0);   /* two column tiles, parts of several stages */
     if (full) test_fused_heads(262144, 64, 1, br2, 1, 1);
     if (full) test_fused_heads(131072, 256, 3, br355, 1, 1);
     test_fused_grn(37, 13, 0);
+    test_fused_grn(300, 200, 0);   /* rows in registers (d <= 256), a tail of several batches */
+    test_fused_grn(41, 300, 0);    /* d > 256: streamed rows */
     if (full) test_fused_grn(8192, 256, 1);
     test_fused_iqn(5, 3, 7, 0);
     if (full) test_fused_iqn(4096, 32, 256, 1);

@@ -4,6 +4,8 @@
  * one thread per (sample, column), in the CPU reference's rounding (no FMA). */
 #include "backends/cuda/cuda_common.cuh"
 
+#define RT_BATCH 16   /* relu_bwd_tausum: taus whose inputs a thread loads before storing */
+
 __global__ void k_bcast_add_act(const float *hb, float *Y, size_t B, int T, int N, int relu) {
     GRID_STRIDE(e, B * (size_t)T * (size_t)N) {
         size_t r = e / (size_t)N, k = e % (size_t)N;
@@ -12,15 +14,27 @@ __global__ void k_bcast_add_act(const float *hb, float *Y, size_t B, int T, int 
     }
 }
 
+/* RT_BATCH taus' inputs are loaded before their stores: a batch costs one round trip */
 __global__ void k_relu_bwd_tausum(const float *u, float *du, float *dus, size_t B, int T, int N) {
     GRID_STRIDE(e, B * (size_t)N) {
         size_t s = e / (size_t)N, k = e % (size_t)N;
         float acc = 0.0f;
-        for (int i = 0; i < T; i++) {
-            size_t q = (s * (size_t)T + (size_t)i) * (size_t)N + k;
-            float g = __fmul_rn(du[q], (float)(u[q] > 0.0f));
-            du[q] = g;
-            acc = __fadd_rn(acc, g);
+        for (int i0 = 0; i0 < T; i0 += RT_BATCH) {
+            float uv[RT_BATCH], dv[RT_BATCH];
+#pragma unroll
+            for (int v = 0; v < RT_BATCH; v++) {
+                size_t q = (s * (size_t)T + (size_t)(i0 + v)) * (size_t)N + k;
+                uv[v] = i0 + v < T ? u[q] : 0.0f;
+                dv[v] = i0 + v < T ? du[q] : 0.0f;
+            }
+#pragma unroll
+            for (int v = 0; v < RT_BATCH; v++) {
+                if (i0 + v >= T) break;
+                size_t q = (s * (size_t)T + (size_t)(i0 + v)) * (size_t)N + k;
+                float g = __fmul_rn(dv[v], (float)(uv[v] > 0.0f));
+                du[q] = g;
+                acc = __fadd_rn(acc, g);
+            }
         }
         dus[e] = acc;
     }

@@ -1,38 +1,81 @@
 /* The dueling heads after the stacked hidden layer hva [R, 2H] (value hidden in columns 0:H,
  * advantage hidden in H:2H), fused (issue 3): the forward (v2, a2 and the dueling combine) is one
  * kernel, and the backward from dV, dAdv (the head-gradient clip, the v2/a2 input gradients
- * through the ReLUs, and the v2/a2 parameter gradients) is one kernel. Its parameter gradients
- * are sums over rows: partial sums per row part in scratch, the last block of each column tile
- * (an integer counter) adds them in part order, so replays are bit-identical. */
+ * through the ReLUs, and the v2/a2 parameter gradients) is two: the parameter gradients are sums
+ * over rows, partial sums per row part in scratch, then a second kernel adds the parts in a
+ * fixed order (no atomics, no counters), so replays are bit-identical. */
 #include "backends/cuda/cuda_common.cuh"
 
 #define HF_WARPS 8      /* heads_fwd: rows per block, one warp each */
+#define HF_NJ 8         /* heads_fwd: a lane's row elements in registers at once */
 #define HB_RB 16        /* heads_bwd: rows whose gradients are staged in shared memory at once */
-#define HB_MAX_PARTS 256
-#define HB_MIN_ROWS_PER_PART 64
+#define HB_MAX_BLOCKS 256   /* heads_bwd: rows per part double until tiles x parts fit (one wave) */
+#define HB_SUM_GROUPS 16    /* heads_bwd_sum: threads that share one element's parts */
 #define SMEM_FLOATS 12288   /* the 48 KiB of shared memory a launch gets without opting in */
 
 /* One warp per row: the 1 + A dot products of length H as warp sums, then the dueling combine
- * with each branch's mean summed in double in the CPU's order. Shared: per warp A advantages
- * and D branch means. */
-__global__ void k_heads_fwd(const float *hva, const float *Wv2, const float *bv2, const float *Wa2,
-                            const float *ba2, float *V, float *Adv, float *Z, int R, int H,
-                            dqn_branches br) {
+ * with each branch's mean summed in double in the CPU's order. With A <= AMAX the row is read
+ * once and the A + 1 sums run side by side (each lane's products in j order, then the butterfly:
+ * the same rounding as one dot at a time); AMAX 0 takes them one after another. Shared: per warp
+ * A advantages and D branch means. */
+template <int AMAX>
+__global__ void __launch_bounds__(HF_WARPS * 32, 2)
+    k_heads_fwd(const float *__restrict__ hva, const float *__restrict__ Wv2,
+                const float *__restrict__ bv2, const float *__restrict__ Wa2,
+                const float *__restrict__ ba2, float *__restrict__ V, float *__restrict__ Adv,
+                float *__restrict__ Z, int R, int H, dqn_branches br) {
     extern __shared__ float sm[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, A = br.A;
     float *sadv = sm + w * (A + br.D), *smean = sadv + A;
     const int r = blockIdx.x * HF_WARPS + w;
     if (r >= R) return;
     const float *hv = hva + (size_t)r * 2 * H, *ha = hv + H;
-    float s = 0.0f;
-    for (int j = lane; j < H; j += 32) s += hv[j] * Wv2[j];
-    const float v = warp_sum(s) + bv2[0];
-    for (int a = 0; a < A; a++) {
-        const float *wa = Wa2 + (size_t)a * H;
-        float t = 0.0f;
-        for (int j = lane; j < H; j += 32) t += ha[j] * wa[j];
-        t = warp_sum(t) + ba2[a];
-        if (lane == 0) sadv[a] = t;
+    float s = 0.0f, v;
+    if constexpr (AMAX > 0) {
+        float t[AMAX];
+#pragma unroll
+        for (int a = 0; a < AMAX; a++) t[a] = 0.0f;
+        for (int j0 = lane; j0 < H; j0 += 32 * HF_NJ) {
+            float x[HF_NJ], y[HF_NJ];   /* loaded before use: one round trip per HF_NJ */
+#pragma unroll
+            for (int i = 0; i < HF_NJ; i++) {
+                const int j = j0 + 32 * i;
+                x[i] = j < H ? hv[j] : 0.0f;
+                y[i] = j < H ? ha[j] : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < HF_NJ; i++) {
+                const int j = j0 + 32 * i;
+                if (j >= H) break;
+                s += x[i] * Wv2[j];
+#pragma unroll
+                for (int a = 0; a < AMAX; a++)
+                    if (a < A) t[a] += y[i] * Wa2[(size_t)a * H + j];
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+#pragma unroll
+            for (int a = 0; a < AMAX; a++)
+                if (a < A) t[a] += __shfl_xor_sync(0xffffffffu, t[a], o);
+        }
+        v = s + bv2[0];
+        if (lane == 0) {
+#pragma unroll
+            for (int a = 0; a < AMAX; a++)
+                if (a < A) sadv[a] = t[a] + ba2[a];
+        }
+    } else {
+        for (int j = lane; j < H; j += 32) s += hv[j] * Wv2[j];
+        v = warp_sum(s) + bv2[0];
+        for (int a = 0; a < A; a++) {
+            const float *wa = Wa2 + (size_t)a * H;
+            float t = 0.0f;
+            for (int j = lane; j < H; j += 32) t += ha[j] * wa[j];
+            t = warp_sum(t) + ba2[a];
+            if (lane == 0) sadv[a] = t;
+        }
     }
     __syncwarp();
     for (int b = lane; b < br.D; b += 32) {
@@ -53,22 +96,24 @@ __global__ void k_heads_fwd(const float *hva, const float *Wv2, const float *bv2
 typedef struct {
     const float *hva, *Wv2, *Wa2, *dV, *dAdv, *norms;
     float max_norm;
-    float *dhva, *dWv2, *dbv2, *dWa2, *dba2;
+    float *dhva;
     int R, H, A, chunk;
-    float *part;         /* [P][A+1][H] weight partials, then [P][A+1] bias partials */
-    unsigned *done;      /* one counter per column tile */
+    float *part;   /* [P][W], W = (A+1) H + A+1: weight partials [A+1][H], then bias partials */
 } hb_args;
 
 /* Block (tile, part): blockDim.x columns j of H, the rows of part `part`. Each thread owns its
  * column: the input gradients of its column for every row, and its column's A+1 weight-gradient
  * sums (in registers when AMAX > 0, i.e. A <= AMAX; else in shared memory). The first tile also
- * sums the bias gradients. dV and dAdv are only read (scaled on the fly), so tiles never race. */
+ * sums the bias gradients. dV and dAdv are only read (scaled on the fly), so tiles never race.
+ * A stage's HB_RB rows of hva are loaded into registers before any store, so a stage costs one
+ * memory round trip instead of one per row. */
 template <int AMAX>
-__global__ void k_heads_bwd(hb_args k) {
+__global__ void __launch_bounds__(128) k_heads_bwd(hb_args k) {
     extern __shared__ float sm[];
-    __shared__ bool last;
+    const float *__restrict__ hva = k.hva;
+    float *__restrict__ dhva = k.dhva;
     const int A = k.A, A1 = A + 1, H = k.H, T = blockDim.x, tj = threadIdx.x;
-    const int j = blockIdx.x * T + tj, p = blockIdx.y, P = gridDim.y;
+    const int j = blockIdx.x * T + tj, p = blockIdx.y;
     const bool col = j < H, first = blockIdx.x == 0;
     float *sG = sm, *sDb = sG + HB_RB * A1, *sW = sDb + A1, *sAcc = sW + A * T;
     float racc[AMAX + 1], rw[AMAX > 0 ? AMAX : 1];
@@ -88,7 +133,14 @@ __global__ void k_heads_bwd(hb_args k) {
     const int r0 = p * k.chunk, r1 = min(k.R, r0 + k.chunk);
     for (int rb = r0; rb < r1; rb += HB_RB) {
         const int nr = min(HB_RB, r1 - rb);
-        __syncthreads();
+        float hv[HB_RB], ha[HB_RB];
+#pragma unroll
+        for (int q = 0; q < HB_RB; q++) {
+            const size_t r = (size_t)(rb + q) * 2 * H + j;
+            hv[q] = col && q < nr ? hva[r] : 0.0f;
+            ha[q] = col && q < nr ? hva[r + H] : 0.0f;
+        }
+        __syncthreads();   /* the previous stage's reads of sG are done */
         for (int e = tj; e < nr * A1; e += T) {
             const size_t r = (size_t)rb + e / A1;
             const int o = e % A1;
@@ -99,34 +151,36 @@ __global__ void k_heads_bwd(hb_args k) {
             for (int o = tj; o < A1; o += T)
                 for (int q = 0; q < nr; q++) sDb[o] += sG[q * A1 + o];
         if (!col) continue;
-        for (int q = 0; q < nr; q++) {
-            const size_t r = (size_t)rb + q;
+#pragma unroll
+        for (int q = 0; q < HB_RB; q++) {
+            if (q >= nr) break;
+            const size_t r = (size_t)(rb + q) * 2 * H + j;
             const float *g = sG + q * A1;
-            const float hv = k.hva[r * 2 * H + j], ha = k.hva[r * 2 * H + H + j], gv = g[0];
+            const float gv = g[0];
             float t = 0.0f;
             /* (dV w) * mask as the CPU's linear_bwd + relu_bwd: two roundings, no FMA */
-            k.dhva[r * 2 * H + j] = __fmul_rn(__fmul_rn(gv, wv), (float)(hv > 0.0f));
+            dhva[r] = __fmul_rn(__fmul_rn(gv, wv), (float)(hv[q] > 0.0f));
             if constexpr (AMAX > 0) {
-                racc[0] += gv * hv;
+                racc[0] += gv * hv[q];
 #pragma unroll
                 for (int a = 0; a < AMAX; a++)
                     if (a < A) {
                         t += g[1 + a] * rw[a];
-                        racc[1 + a] += g[1 + a] * ha;
+                        racc[1 + a] += g[1 + a] * ha[q];
                     }
             } else {
-                sAcc[tj] += gv * hv;
+                sAcc[tj] += gv * hv[q];
                 for (int a = 0; a < A; a++) {
                     t += g[1 + a] * sW[a * T + tj];
-                    sAcc[(1 + a) * T + tj] += g[1 + a] * ha;
+                    sAcc[(1 + a) * T + tj] += g[1 + a] * ha[q];
                 }
             }
-            k.dhva[r * 2 * H + H + j] = __fmul_rn(t, (float)(ha > 0.0f));
+            dhva[r + H] = __fmul_rn(t, (float)(ha[q] > 0.0f));
         }
     }
-    /* partials of this part, then the tile's last block adds all parts in order */
-    __syncthreads();
-    float *pw = k.part + (size_t)p * A1 * H, *pb = k.part + (size_t)P * A1 * H + (size_t)p * A1;
+    /* this part's partials; k_heads_bwd_sum adds the parts */
+    const size_t W = (size_t)A1 * H + A1;
+    float *pw = k.part + (size_t)p * W, *pb = pw + (size_t)A1 * H;
     if (col) {
         if constexpr (AMAX > 0) {
 #pragma unroll
@@ -136,30 +190,36 @@ __global__ void k_heads_bwd(hb_args k) {
             for (int o = 0; o < A1; o++) pw[(size_t)o * H + j] = sAcc[o * T + tj];
         }
     }
-    if (first)
+    if (first)   /* thread tj alone zeroed and summed sDb[tj], sDb[tj + T], ... */
         for (int o = tj; o < A1; o += T) pb[o] = sDb[o];
-    __threadfence();
+}
+
+/* Element e of a part's row [W] (weights [A+1][H], then biases [A+1]) summed over the P parts:
+ * HB_SUM_GROUPS threads per element take the parts q = ty, ty + G, ... in order (coalesced over
+ * e), then thread ty = 0 adds the groups in order: a fixed tree. Element e < H is dWv2[e], e <
+ * (A+1) H is dWa2[e - H] (row o - 1 of dWa2 is row o of the weights), then dbv2, dba2. */
+__global__ void k_heads_bwd_sum(const float *__restrict__ part, int P, int H, int A,
+                                float *__restrict__ dWv2, float *__restrict__ dbv2,
+                                float *__restrict__ dWa2, float *__restrict__ dba2) {
+    __shared__ float red[HB_SUM_GROUPS][33];
+    const int tx = threadIdx.x, ty = threadIdx.y, A1 = A + 1;
+    const size_t W = (size_t)A1 * H + A1, e = (size_t)blockIdx.x * 32 + tx;
+    float s = 0.0f;
+    if (e < W) {
+#pragma unroll 8
+        for (int q = ty; q < P; q += HB_SUM_GROUPS) s += part[(size_t)q * W + e];
+    }
+    red[ty][tx] = s;
     __syncthreads();
-    if (tj == 0) last = atomicAdd(&k.done[blockIdx.x], 1u) == (unsigned)P - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const volatile float *vp = k.part;
-    if (col)
-        for (int o = 0; o < A1; o++) {
-            float s = 0.0f;
-            for (int q = 0; q < P; q++) s += vp[((size_t)q * A1 + o) * H + j];
-            if (o == 0) k.dWv2[j] = s;
-            else k.dWa2[(size_t)(o - 1) * H + j] = s;
-        }
-    if (first)
-        for (int o = tj; o < A1; o += T) {
-            float s = 0.0f;
-            for (int q = 0; q < P; q++) s += vp[(size_t)P * A1 * H + (size_t)q * A1 + o];
-            if (o == 0) k.dbv2[0] = s;
-            else k.dba2[o - 1] = s;
-        }
-    if (tj == 0) k.done[blockIdx.x] = 0;
+    if (ty != 0 || e >= W) return;
+    float t = 0.0f;
+#pragma unroll
+    for (int g = 0; g < HB_SUM_GROUPS; g++) t += red[g][tx];
+    const size_t nw = (size_t)A1 * H;
+    if (e < (size_t)H) dWv2[e] = t;
+    else if (e < nw) dWa2[e - H] = t;
+    else if (e == nw) dbv2[0] = t;
+    else dba2[e - nw - 1] = t;
 }
 
 dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
@@ -172,8 +232,16 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
     CUDA_ARG(smem <= SMEM_FLOATS * sizeof(float), "heads_fwd: A=%d advantage columns, at most %d",
              br->A, SMEM_FLOATS / HF_WARPS - br->D);
     if (R == 0) return DQN_OK;
-    k_heads_fwd<<<(unsigned)((R + HF_WARPS - 1) / HF_WARPS), HF_WARPS * 32, smem, c->stream>>>(
-        hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, *br);
+    const unsigned blocks = (unsigned)((R + HF_WARPS - 1) / HF_WARPS);
+    if (br->A <= 4)
+        k_heads_fwd<4><<<blocks, HF_WARPS * 32, smem, c->stream>>>(hva, Wv2, bv2, Wa2, ba2, V,
+                                                                    Adv, Z, R, H, *br);
+    else if (br->A <= 16)
+        k_heads_fwd<16><<<blocks, HF_WARPS * 32, smem, c->stream>>>(hva, Wv2, bv2, Wa2, ba2, V,
+                                                                     Adv, Z, R, H, *br);
+    else
+        k_heads_fwd<0><<<blocks, HF_WARPS * 32, smem, c->stream>>>(hva, Wv2, bv2, Wa2, ba2, V,
+                                                                    Adv, Z, R, H, *br);
     LAUNCH_CHECK();
     return DQN_OK;
 }
@@ -202,21 +270,25 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
     CUDA_ARG(smem_f <= SMEM_FLOATS, "heads_bwd: A=%d advantage columns need %zu floats of shared "
              "memory, at most %d", A, smem_f, SMEM_FLOATS);
     const unsigned tiles = (unsigned)((H + T - 1) / T);
-    CUDA_ARG(tiles <= CUDA_COUNTERS - 1, "heads_bwd: H=%d needs %u column tiles, at most %d", H,
-             tiles, CUDA_COUNTERS - 1);
-    /* the number of parts depends on the shape alone, so the sum order is fixed */
-    int P = (R + HB_MIN_ROWS_PER_PART - 1) / HB_MIN_ROWS_PER_PART;
-    if (P > HB_MAX_PARTS) P = HB_MAX_PARTS;
-    size_t per_part = (size_t)A1 * H + A1;
-    if ((size_t)P * per_part > CUDA_SCRATCH_FLOATS) P = (int)(CUDA_SCRATCH_FLOATS / per_part);
-    CUDA_ARG(P >= 1, "heads_bwd: A=%d, H=%d exceed the reduction scratch", A, H);
-    hb_args k = {hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, dWv2, dbv2, dWa2, dba2,
-                 R, H, A, (R + P - 1) / P, c->scratch, c->blocks_done + 1};
+    /* parts of HB_RB * 2^k rows: short row loops while the grid stays near one wave; the parts
+     * depend on the shape alone, so the sum order is fixed */
+    const size_t W = (size_t)A1 * H + A1;
+    CUDA_ARG(W <= CUDA_SCRATCH_FLOATS, "heads_bwd: A=%d, H=%d exceed the reduction scratch", A, H);
+    long long chunk = HB_RB, P = (R + chunk - 1) / chunk;
+    while (P > 1 && ((size_t)tiles * P > HB_MAX_BLOCKS || (size_t)P * W > CUDA_SCRATCH_FLOATS)) {
+        chunk *= 2;
+        P = (R + chunk - 1) / chunk;
+    }
+    hb_args k = {hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, R, H, A, (int)chunk, c->scratch};
     dim3 grid(tiles, (unsigned)P);
     size_t smem = smem_f * sizeof(float);
     if (amax == 4) k_heads_bwd<4><<<grid, T, smem, c->stream>>>(k);
     else if (amax == 16) k_heads_bwd<16><<<grid, T, smem, c->stream>>>(k);
     else k_heads_bwd<0><<<grid, T, smem, c->stream>>>(k);
+    LAUNCH_CHECK();
+    dim3 sgrid((unsigned)((W + 31) / 32)), sblock(32, HB_SUM_GROUPS);
+    k_heads_bwd_sum<<<sgrid, sblock, 0, c->stream>>>(c->scratch, (int)P, H, A, dWv2, dbv2, dWa2,
+                                                     dba2);
     LAUNCH_CHECK();
     return DQN_OK;
 }

@@ -6,8 +6,8 @@
 #include "backends/cuda/cuda_common.cuh"
 
 #define GRN_WARPS 8
-#define GRN_MAX_PARTS 256
-#define GRN_MIN_ROWS_PER_PART 32
+#define GRN_MAX_PARTS 64     /* grn_ln_gate_bwd: blocks, each a part of the rows */
+#define GRN_TAIL_BATCH 32    /* grn_ln_gate_bwd: partials the last block loads at once */
 #define SMEM_FLOATS 12288
 
 __global__ void k_grn_gate_ln_fwd(const float *h, const float *g, const float *gamma,
@@ -27,8 +27,11 @@ __global__ void k_grn_gate_ln_fwd(const float *h, const float *g, const float *g
     }
 }
 
-/* Block p takes rows [p*chunk, (p+1)*chunk), its warps row by row in turn. Shared: per warp
- * [2][d] sums (dgamma then dbeta) of its rows. */
+/* Block p takes rows [p*chunk, (p+1)*chunk), its warps row by row in turn. With NJ > 0 (d <=
+ * 32 NJ) a lane holds its row elements j = lane + 32 i in registers, all loaded before the
+ * row's stores, and its dgamma/dbeta sums too; NJ 0 streams the row (any d). The arithmetic of
+ * an element is the same either way. Shared: per warp [2][d] sums (dgamma then dbeta). */
+template <int NJ>
 __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const float *mean,
                                   const float *rstd, const float *g, const float *dy, float *dres,
                                   float *dg, float *dgamma, float *dbeta, int M, int d, int chunk,
@@ -38,27 +41,85 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, W = blockDim.x >> 5;
     const int p = blockIdx.x, P = gridDim.x;
     float *acc = sm + (size_t)w * 2 * d;
-    for (int j = lane; j < 2 * d; j += 32) acc[j] = 0.0f;
-    /* lane j zeroed acc[j], but lane j updates acc[j] and acc[d + j] below */
-    __syncwarp();
     const int r1 = min(M, (p + 1) * chunk);
-    for (int m = p * chunk + w; m < r1; m += W) {
-        const size_t r = (size_t)m * d;
-        const float mu = mean[m], rs = rstd[m];
-        float s1, s2;
-        ln_bwd_row_sums(x + r, gamma, dy + r, mu, rs, d, lane, &s1, &s2);
-        const float *gm = g + 2 * r;
-        float *dgm = dg + 2 * r;
-        for (int j = lane; j < d; j += 32) {
-            float e = dy[r + j], gj = e * gamma[j];
-            float xh = (x[r + j] - mu) * rs;
-            float dr = rs * (gj - s1 - xh * s2);
-            float a = gm[j], sg = sigmoidf(gm[d + j]);
-            dres[r + j] = dr;
-            dgm[j] = dr * sg;
-            dgm[d + j] = dr * a * sg * (1.0f - sg);
-            acc[j] += e * xh;
-            acc[d + j] += e;
+    if constexpr (NJ > 0) {
+        float gam[NJ], ag[NJ], ab[NJ];
+#pragma unroll
+        for (int i = 0; i < NJ; i++) {
+            const int j = lane + 32 * i;
+            gam[i] = j < d ? gamma[j] : 0.0f;
+            ag[i] = ab[i] = 0.0f;
+        }
+        for (int m = p * chunk + w; m < r1; m += W) {
+            const size_t r = (size_t)m * d;
+            const float *gm = g + 2 * r;
+            float xv[NJ], e[NJ], ga[NJ], gb[NJ];
+#pragma unroll
+            for (int i = 0; i < NJ; i++) {
+                const int j = lane + 32 * i;
+                const bool in = j < d;
+                xv[i] = in ? x[r + j] : 0.0f;
+                e[i] = in ? dy[r + j] : 0.0f;
+                ga[i] = in ? gm[j] : 0.0f;
+                gb[i] = in ? gm[d + j] : 0.0f;
+            }
+            const float mu = mean[m], rs = rstd[m];
+            /* ln_bwd_row_sums on the registers */
+            float sa = 0.0f, sb = 0.0f;
+#pragma unroll
+            for (int i = 0; i < NJ; i++)
+                if (lane + 32 * i < d) {
+                    float gj = e[i] * gam[i];
+                    sa += gj;
+                    sb += gj * ((xv[i] - mu) * rs);
+                }
+            const float s1 = warp_sum(sa) / (float)d, s2 = warp_sum(sb) / (float)d;
+            float *dgm = dg + 2 * r;
+#pragma unroll
+            for (int i = 0; i < NJ; i++) {
+                const int j = lane + 32 * i;
+                if (j >= d) break;
+                float gj = e[i] * gam[i];
+                float xh = (xv[i] - mu) * rs;
+                float dr = rs * (gj - s1 - xh * s2);
+                float a = ga[i], sg = sigmoidf(gb[i]);
+                dres[r + j] = dr;
+                dgm[j] = dr * sg;
+                dgm[d + j] = dr * a * sg * (1.0f - sg);
+                ag[i] += e[i] * xh;
+                ab[i] += e[i];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < NJ; i++) {
+            const int j = lane + 32 * i;
+            if (j < d) {
+                acc[j] = ag[i];
+                acc[d + j] = ab[i];
+            }
+        }
+    } else {
+        for (int j = lane; j < 2 * d; j += 32) acc[j] = 0.0f;
+        /* lane j zeroed acc[j], but lane j updates acc[j] and acc[d + j] below */
+        __syncwarp();
+        for (int m = p * chunk + w; m < r1; m += W) {
+            const size_t r = (size_t)m * d;
+            const float mu = mean[m], rs = rstd[m];
+            float s1, s2;
+            ln_bwd_row_sums(x + r, gamma, dy + r, mu, rs, d, lane, &s1, &s2);
+            const float *gm = g + 2 * r;
+            float *dgm = dg + 2 * r;
+            for (int j = lane; j < d; j += 32) {
+                float e = dy[r + j], gj = e * gamma[j];
+                float xh = (x[r + j] - mu) * rs;
+                float dr = rs * (gj - s1 - xh * s2);
+                float a = gm[j], sg = sigmoidf(gm[d + j]);
+                dres[r + j] = dr;
+                dgm[j] = dr * sg;
+                dgm[d + j] = dr * a * sg * (1.0f - sg);
+                acc[j] += e * xh;
+                acc[d + j] += e;
+            }
         }
     }
     __syncthreads();
@@ -74,12 +135,30 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const volatile float *vp = part;
-    for (int j = threadIdx.x; j < 2 * d; j += blockDim.x) {
-        float t = 0.0f;
-        for (int q = 0; q < P; q++) t += vp[(size_t)q * 2 * d + j];
-        if (j < d) dgamma[j] = t;
-        else dbeta[j - d] = t;
+    /* the last block adds the parts in order; a thread's (column, part) pairs run column-major
+     * and GRN_TAIL_BATCH loads at a time go out together (L2 only: written by other blocks) */
+    const int n2 = 2 * d, T = blockDim.x;
+    const int nc = threadIdx.x < n2 ? (n2 - threadIdx.x + T - 1) / T : 0, n = nc * P;
+    float t = 0.0f;
+    for (int f0 = 0; f0 < n; f0 += GRN_TAIL_BATCH) {
+        float v[GRN_TAIL_BATCH];
+#pragma unroll
+        for (int u = 0; u < GRN_TAIL_BATCH; u++) {
+            const int f = f0 + u;
+            v[u] = f < n ? __ldcg(part + (size_t)(f % P) * n2 + threadIdx.x + (f / P) * T) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < GRN_TAIL_BATCH; u++) {
+            const int f = f0 + u;
+            if (f >= n) break;
+            t += v[u];
+            if (f % P == P - 1) {
+                const int j = threadIdx.x + (f / P) * T;
+                if (j < d) dgamma[j] = t;
+                else dbeta[j - d] = t;
+                t = 0.0f;
+            }
+        }
     }
     if (threadIdx.x == 0) *done = 0;
 }
@@ -113,13 +192,25 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
     while (W > 1 && (size_t)W * 2 * d > SMEM_FLOATS) W--;
     CUDA_ARG((size_t)W * 2 * d <= SMEM_FLOATS, "grn_ln_gate_bwd: d=%d, at most %d", d,
              SMEM_FLOATS / 2);
-    int P = (M + GRN_MIN_ROWS_PER_PART - 1) / GRN_MIN_ROWS_PER_PART;
+    /* a row per warp while the parts stay few (the last block's tail adds them all) */
+    int P = (M + W - 1) / W;
     if (P > GRN_MAX_PARTS) P = GRN_MAX_PARTS;
     if ((size_t)P * 2 * d > CUDA_SCRATCH_FLOATS) P = (int)(CUDA_SCRATCH_FLOATS / (2 * (size_t)d));
     int chunk = (M + P - 1) / P;
-    k_grn_ln_gate_bwd<<<(unsigned)P, W * 32, (size_t)W * 2 * d * sizeof(float), c->stream>>>(
-        r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, chunk, c->scratch,
-        c->blocks_done + 1);
+    P = (M + chunk - 1) / chunk;   /* no empty part */
+    size_t smem = (size_t)W * 2 * d * sizeof(float);
+    if (d <= 64)
+        k_grn_ln_gate_bwd<2><<<(unsigned)P, W * 32, smem, c->stream>>>(
+            r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, chunk, c->scratch,
+            c->blocks_done + 1);
+    else if (d <= 256)
+        k_grn_ln_gate_bwd<8><<<(unsigned)P, W * 32, smem, c->stream>>>(
+            r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, chunk, c->scratch,
+            c->blocks_done + 1);
+    else
+        k_grn_ln_gate_bwd<0><<<(unsigned)P, W * 32, smem, c->stream>>>(
+            r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, chunk, c->scratch,
+            c->blocks_done + 1);
     LAUNCH_CHECK();
     return DQN_OK;
 }

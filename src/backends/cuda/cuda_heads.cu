@@ -6,6 +6,9 @@
 
 #include "backends/cuda/cuda_common.cuh"
 
+#define QA_WARPS 4    /* q_argmax: states per block, one warp each */
+#define QA_BATCH 16   /* q_argmax: a lane's loads in flight */
+
 dqn_status cuda_check_branches(const dqn_branches *br) {
     CUDA_ARG(br, "branches: NULL");
     CUDA_ARG(br->D >= 1 && br->D <= DQN_MAX_BRANCHES, "branches: D=%d not in 1..%d", br->D,
@@ -52,25 +55,42 @@ __global__ void k_dueling_bwd(const float *dZ, float *dV, float *dAdv, size_t R,
     }
 }
 
-/* one thread per (state, branch); strict > keeps the lowest index on ties */
-__global__ void k_q_argmax(const float *Z, float *Q, int32_t *act, size_t B, int K, dqn_branches br) {
-    GRID_STRIDE(e, B * (size_t)br.D) {
-        size_t s = e / (size_t)br.D;
-        int b = (int)(e % (size_t)br.D);
+/* One warp per state: lane c sums column c's K values (double, k in order, QA_BATCH loads in
+ * flight), then lane b takes branch b's argmax from shared memory; strict > keeps the lowest
+ * index on ties. Shared: per warp A means. */
+__global__ void k_q_argmax(const float *__restrict__ Z, float *__restrict__ Q,
+                           int32_t *__restrict__ act, int B, int K, dqn_branches br) {
+    extern __shared__ float sq[];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, A = br.A;
+    const int s = blockIdx.x * QA_WARPS + w;
+    if (s >= B) return;
+    float *q = sq + (size_t)w * A;
+    const float *zs = Z + (size_t)s * K * A;
+    for (int col = lane; col < A; col += 32) {
+        double t = 0.0;
+        for (int k0 = 0; k0 < K; k0 += QA_BATCH) {
+            float z[QA_BATCH];
+#pragma unroll
+            for (int u = 0; u < QA_BATCH; u++)
+                z[u] = k0 + u < K ? zs[(size_t)(k0 + u) * A + col] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < QA_BATCH; u++)
+                if (k0 + u < K) t += z[u];
+        }
+        q[col] = (float)(t / K);
+        if (Q) Q[(size_t)s * A + col] = q[col];
+    }
+    __syncwarp();
+    for (int b = lane; b < br.D; b += 32) {
+        const float *qb = q + br.off[b];
         float best = -INFINITY;
         int arg = 0;
-        for (int a = 0; a < br.n[b]; a++) {
-            int col = br.off[b] + a;
-            double t = 0.0;
-            for (int k = 0; k < K; k++) t += Z[(s * (size_t)K + (size_t)k) * (size_t)br.A + col];
-            float q = (float)(t / K);
-            if (Q) Q[s * (size_t)br.A + col] = q;
-            if (q > best) {
-                best = q;
+        for (int a = 0; a < br.n[b]; a++)
+            if (qb[a] > best) {
+                best = qb[a];
                 arg = a;
             }
-        }
-        act[e] = arg;
+        act[(size_t)s * br.D + b] = arg;
     }
 }
 
@@ -113,9 +133,17 @@ dqn_status cuda_dueling_bwd(dqn_backend *be, const float *dZ, float *dV, float *
 
 dqn_status cuda_q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act, int B, int K,
                          const dqn_branches *br) {
+    cuda_impl *c = cuda_of(be);
     DQN_TRY(cuda_check_branches(br));
     CUDA_ARG(B >= 0 && K >= 1, "q_argmax: bad shape B=%d K=%d", B, K);
-    LAUNCH_1D(k_q_argmax, (size_t)B * (size_t)br->D, Z, Q, act, (size_t)B, K, *br);
+    if (B == 0) return DQN_OK;
+    const size_t smem = (size_t)QA_WARPS * (size_t)br->A * sizeof(float);
+    CUDA_ARG(smem <= 48 * 1024, "q_argmax: A=%d columns, at most %d", br->A,
+             48 * 1024 / (int)sizeof(float) / QA_WARPS);
+    k_q_argmax<<<(unsigned)((B + QA_WARPS - 1) / QA_WARPS), QA_WARPS * 32, smem, c->stream>>>(
+        Z, Q, act, B, K, *br);
+    LAUNCH_CHECK();
+    return DQN_OK;
 }
 
 dqn_status cuda_iqn_targets(dqn_backend *be, const float *Zt, const int32_t *astar, const float *R,

@@ -3,6 +3,8 @@
  * (state, column): no atomics, a fixed order. */
 #include "backends/cuda/cuda_common.cuh"
 
+#define IQ_BATCH 16   /* iqn_bwd: taus whose inputs a thread loads before storing */
+
 /* cos(pi k tau) in double: the float product pi*k*tau alone would be off by k ulps */
 __global__ void k_cos_embed(const float *tau, float *C, size_t R, int n_cos) {
     GRID_STRIDE(e, R * (size_t)n_cos) {
@@ -104,26 +106,35 @@ __global__ void k_iqn_fwd(const float *h, const float *phi, float *z, float *cat
 }
 
 /* One thread per (state, column), taus in order, in the CPU reference's rounding (no FMA):
- * dz from dcat's first half, dh = sum dz*phi + 1 * sum dcat's second half, dphi through ReLU. */
+ * dz from dcat's first half, dh = sum dz*phi + 1 * sum dcat's second half, dphi through ReLU.
+ * IQ_BATCH taus' inputs are loaded before their stores, so a batch costs one round trip. */
 __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, float *dz, float *dh,
                           float *dphi, size_t B, int T, int d) {
     const size_t D2 = 2 * (size_t)d;
     GRID_STRIDE(e, B * (size_t)d) {
         size_t s = e / (size_t)d, j = e % (size_t)d;
         float hv = h[e], am = 0.0f, ac = 0.0f;
-        for (int i = 0; i < T; i++) {
-            size_t r = s * (size_t)T + (size_t)i, q = r * (size_t)d + j;
-            float gz;
-            if (dcat) {
-                gz = dcat[r * D2 + j];
-                dz[q] = gz;
-                ac = __fadd_rn(ac, dcat[r * D2 + (size_t)d + j]);
-            } else {
-                gz = dz[q];
+        for (int i0 = 0; i0 < T; i0 += IQ_BATCH) {
+            float gz[IQ_BATCH], c2[IQ_BATCH], p[IQ_BATCH];
+#pragma unroll
+            for (int u = 0; u < IQ_BATCH; u++) {
+                const size_t r = s * (size_t)T + (size_t)(i0 + u), q = r * (size_t)d + j;
+                const bool in = i0 + u < T;
+                gz[u] = !in ? 0.0f : dcat ? dcat[r * D2 + j] : dz[q];
+                c2[u] = in && dcat ? dcat[r * D2 + (size_t)d + j] : 0.0f;
+                p[u] = in ? phi[q] : 0.0f;
             }
-            float p = phi[q];
-            am = __fadd_rn(am, __fmul_rn(gz, p));
-            dphi[q] = __fmul_rn(__fmul_rn(gz, hv), (float)(p > 0.0f));
+#pragma unroll
+            for (int u = 0; u < IQ_BATCH; u++) {
+                if (i0 + u >= T) break;
+                const size_t q = (s * (size_t)T + (size_t)(i0 + u)) * (size_t)d + j;
+                if (dcat) {
+                    dz[q] = gz[u];
+                    ac = __fadd_rn(ac, c2[u]);
+                }
+                am = __fadd_rn(am, __fmul_rn(gz[u], p[u]));
+                dphi[q] = __fmul_rn(__fmul_rn(gz[u], hv), (float)(p[u] > 0.0f));
+            }
         }
         dh[e] = dcat ? __fadd_rn(am, ac) : am;
     }

@@ -8,10 +8,27 @@
 #define QH_THREADS 128
 #define QH_FINAL_THREADS 1024
 
+/* red[0] + ... + red[n-1] (n a power of two >= 64, red written and synced) by the tree
+ * red[t] += red[t + o], o = n/2 .. 1; the levels o < 32 run in warp 0 as shuffles, which pair
+ * the same elements. Thread 0 gets the total. */
+__device__ __forceinline__ double tree_sum_d(double *red, int n) {
+    const int tid = threadIdx.x;
+    for (int o = n / 2; o >= 32; o >>= 1) {
+        if (tid < o) red[tid] += red[tid + o];
+        __syncthreads();
+    }
+    double v = 0.0;
+    if (tid < 32) {
+        v = red[tid];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    }
+    return v;
+}
+
 __global__ void k_quantile_huber(const float *Z, const float *tau, const int32_t *act,
                                  const float *y, const float *w, float *dZ, float *per_sample,
                                  double *weighted, int B, int N, int Nt, dqn_branches br, int mode,
-                                 float kappa) {
+                                 float kappa, double inv_k) {
     extern __shared__ double shd[];
     double *red = shd;                                  /* [QH_THREADS] */
     float *grad = (float *)(red + QH_THREADS);          /* [D*N] */
@@ -28,8 +45,12 @@ __global__ void k_quantile_huber(const float *Z, const float *tau, const int32_t
         double rho = 0.0, drho = 0.0;
         for (int j = 0; j < Nt; j++) {
             double u = yr[j] - z, au = fabs(u), wt = fabs(ti - (u < 0.0 ? 1.0 : 0.0));
-            rho += wt * (au <= k ? 0.5 * u * u : k * (au - 0.5 * k)) / k;
-            drho += wt * (au <= k ? u : copysign(k, u)) / k;
+            double hr = wt * (au <= k ? 0.5 * u * u : k * (au - 0.5 * k));
+            double hd = wt * (au <= k ? u : copysign(k, u));
+            /* x * (1/k) rounds as x / k when 1/k is exact (k a power of two, as the default 1);
+             * __dmul_rn: no FMA with the sum */
+            rho += inv_k > 0.0 ? __dmul_rn(hr, inv_k) : hr / k;
+            drho += inv_k > 0.0 ? __dmul_rn(hd, inv_k) : hd / k;
         }
         acc += rho;
         grad[t] = (float)(-drho * ws * norm / B);   /* du/dz = -1: the target is a constant */
@@ -38,12 +59,9 @@ __global__ void k_quantile_huber(const float *Z, const float *tau, const int32_t
     for (int c = tid; c < br.A; c += QH_THREADS) colsel[c] = -1;
     __syncthreads();
     if (tid < br.D) colsel[br.off[tid] + as[tid]] = tid;
-    for (int o = QH_THREADS / 2; o > 0; o >>= 1) {
-        if (tid < o) red[tid] += red[tid + o];
-        __syncthreads();
-    }
+    const double total   /* its barriers also publish colsel */ = tree_sum_d(red, QH_THREADS);
     if (tid == 0) {
-        double ps = red[0] * norm;
+        double ps = total * norm;
         if (per_sample) per_sample[s] = (float)ps;
         weighted[s] = ws * ps;
     }
@@ -61,11 +79,8 @@ __global__ void k_loss_final(const double *weighted, int B, float *loss_out) {
     for (int s = tid; s < B; s += QH_FINAL_THREADS) acc += weighted[s];
     red[tid] = acc;
     __syncthreads();
-    for (int o = QH_FINAL_THREADS / 2; o > 0; o >>= 1) {
-        if (tid < o) red[tid] += red[tid + o];
-        __syncthreads();
-    }
-    if (tid == 0) loss_out[0] = (float)(red[0] / B);
+    const double total = tree_sum_d(red, QH_FINAL_THREADS);
+    if (tid == 0) loss_out[0] = (float)(total / B);
 }
 
 dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
@@ -86,9 +101,11 @@ dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau
         return DQN_ERR(DQN_ERR_UNSUPPORTED,
                        "quantile_huber: D*N=%d and A=%d need %zu bytes of shared memory (max 48 KiB)",
                        br->D * N, br->A, smem);
+    int e2;
+    const double inv_k = frexp((double)kappa, &e2) == 0.5 ? 1.0 / (double)kappa : 0.0;
     double *weighted = (double *)c->scratch;
     k_quantile_huber<<<(unsigned)B, QH_THREADS, smem, c->stream>>>(
-        Z, tau, act, y, w, dZ, per_sample, weighted, B, N, Nt, *br, (int)mode, kappa);
+        Z, tau, act, y, w, dZ, per_sample, weighted, B, N, Nt, *br, (int)mode, kappa, inv_k);
     LAUNCH_CHECK();
     k_loss_final<<<1, QH_FINAL_THREADS, 0, c->stream>>>(weighted, B, loss_out);
     LAUNCH_CHECK();
