@@ -166,9 +166,10 @@ __device__ __forceinline__ float clip_scale(const float *norm, float max_norm) {
     return isfinite(nv) && nv > max_norm ? max_norm / nv : 1.0f;
 }
 
-/* Adam's constants for the step after st, and one element's update: shared by
+/* Adam's constants for the step after st, one element's update and the Polyak target: shared by
  * k_adam_target_step and the health commit's optimizer pass (cuda_health.cu), so that health on
- * and off give the same bits. */
+ * and off give the same bits. Every operation rounds on its own (no FMA contraction, whose
+ * choice may differ between the two kernels), in the CPU backend's order. */
 typedef struct {
     float sc, c1, c2, a1, a2;
 } adam_k;
@@ -187,12 +188,18 @@ __device__ __forceinline__ adam_k adam_consts(uint64_t st, const float *gnorm, f
 
 __device__ __forceinline__ void adam_elem(const adam_k &k, float g, float *p, float *m, float *v,
                                           float lr, float beta1, float beta2, float eps, float wd) {
-    float gi = g * k.sc;
-    float mi = beta1 * *m + k.a1 * gi;
-    float vi = beta2 * *v + k.a2 * gi * gi;
+    const float gi = __fmul_rn(g, k.sc);
+    const float mi = __fadd_rn(__fmul_rn(beta1, *m), __fmul_rn(k.a1, gi));
+    const float vi = __fadd_rn(__fmul_rn(beta2, *v), __fmul_rn(__fmul_rn(k.a2, gi), gi));
+    const float den = __fadd_rn(__fsqrt_rn(__fmul_rn(vi, k.c2)), eps);
+    const float u = __fadd_rn(__fdiv_rn(__fmul_rn(mi, k.c1), den), __fmul_rn(wd, *p));
     *m = mi;
     *v = vi;
-    *p = *p - lr * (mi * k.c1 / (sqrtf(vi * k.c2) + eps) + wd * *p);
+    *p = __fsub_rn(*p, __fmul_rn(lr, u));
+}
+
+__device__ __forceinline__ float polyak_elem(float tau, float src, float dst) {
+    return __fadd_rn(__fmul_rn(tau, src), __fmul_rn(1.0f - tau, dst));
 }
 
 /* Column sums of a row-major [M, N] matrix, one launch and deterministic (cuda_reduce.cu):

@@ -325,7 +325,7 @@ __device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts
             d->m[i] = mi;
             d->v[i] = vi;
         }
-        if (d->period == 0) d->target[i] = d->tau * pi + (1.0f - d->tau) * ti;
+        if (d->period == 0) d->target[i] = polyak_elem(d->tau, pi, ti);
         else if (copy) d->target[i] = pi;
         if (i == d->n / 2)
             for (int f = 0; f < d->n_faults; f++)
@@ -430,6 +430,13 @@ static int blocks_for(const cuda_impl *c, size_t n) {
     return want ? (int)want : 1;
 }
 
+static int adam_blocks(const cuda_impl *c, size_t n) {
+    size_t want = (n + (size_t)HT * 4 - 1) / ((size_t)HT * 4);
+    size_t cap = (size_t)c->sm_count * H_MAX_BLOCKS_PER_ITEM;
+    if (want > cap) want = cap;
+    return want ? (int)want : 1;
+}
+
 static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
 
 dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan) {
@@ -503,8 +510,8 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     int blocks = 0;
     for (int it = 0; it < items; it++) {
         first[it] = blocks;
-        /* Adam's pass: a thread an element, as adam_target_step */
-        blocks += it == 0 && ad      ? (int)cuda_blocks(c, ad->n, HT)
+        /* Adam's pass: a few elements a thread (each block also reduces its statistics) */
+        blocks += it == 0 && ad      ? adam_blocks(c, ad->n)
                   : it < desc->n_checks ? blocks_for(c, desc->checks[it].n)
                   : it < n_fin        ? 1
                                       : blocks_for(c, order[it - n_fin].bytes / 4);

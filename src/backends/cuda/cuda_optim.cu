@@ -164,7 +164,7 @@ __global__ void k_adam_target_step(float *p, const float *g, float *m, float *v,
             v[i] = vi;
             p[i] = pi;
         }
-        if (period == 0) target[i] = tau * pi + (1.0f - tau) * target[i];
+        if (period == 0) target[i] = polyak_elem(tau, pi, target[i]);
         else if (copy) target[i] = pi;
     }
     __syncthreads();
