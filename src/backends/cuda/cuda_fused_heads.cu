@@ -9,87 +9,95 @@
 #define HF_WARPS 8      /* heads_fwd: rows per block, one warp each */
 #define HF_NJ 8         /* heads_fwd: a lane's row elements in registers at once */
 #define HB_RB 16        /* heads_bwd: rows whose gradients are staged in shared memory at once */
-#define HB_MAX_BLOCKS 256   /* heads_bwd: rows per part double until tiles x parts fit (one wave) */
+#define HB_MAX_BLOCKS 512   /* heads_bwd: rows per part double until tiles x parts fit (~1.3 waves) */
 #define HB_SUM_GROUPS 16    /* heads_bwd_sum: threads that share one element's parts */
 #define SMEM_FLOATS 12288   /* the 48 KiB of shared memory a launch gets without opting in */
 
-/* One warp per row: the 1 + A dot products of length H as warp sums, then the dueling combine
- * with each branch's mean summed in double in the CPU's order. With A <= AMAX the row is read
- * once and the A + 1 sums run side by side (each lane's products in j order, then the butterfly:
- * the same rounding as one dot at a time); AMAX 0 takes them one after another. Shared: per warp
- * A advantages and D branch means. */
+/* One warp per row (rows in a grid-stride loop): the 1 + A dot products of length H as warp sums,
+ * then the dueling combine with each branch's mean summed in double in the CPU's order. With
+ * A <= AMAX the row is read once and the A + 1 sums run side by side (each lane's products in j
+ * order, then the butterfly: the same rounding as one dot at a time); AMAX 0 takes them one after
+ * another. With `stage`, the block first copies v2's and a2's weights to shared memory, which
+ * every row reads (at large R, re-reading them through L1 for each row cost 4x the row's bytes).
+ * Shared: the staged weights [(A + 1) H], then per warp A advantages and D branch means. */
 template <int AMAX>
 __global__ void __launch_bounds__(HF_WARPS * 32, 2)
-    k_heads_fwd(const float *__restrict__ hva, const float *__restrict__ Wv2,
-                const float *__restrict__ bv2, const float *__restrict__ Wa2,
+    k_heads_fwd(const float *__restrict__ hva, const float *__restrict__ gWv2,
+                const float *__restrict__ bv2, const float *__restrict__ gWa2,
                 const float *__restrict__ ba2, float *__restrict__ V, float *__restrict__ Adv,
-                float *__restrict__ Z, int R, int H, dqn_branches br) {
+                float *__restrict__ Z, int R, int H, dqn_branches br, int stage) {
     extern __shared__ float sm[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, A = br.A;
-    float *sadv = sm + w * (A + br.D), *smean = sadv + A;
-    const int r = blockIdx.x * HF_WARPS + w;
-    if (r >= R) return;
-    const float *hv = hva + (size_t)r * 2 * H, *ha = hv + H;
-    float s = 0.0f, v;
-    if constexpr (AMAX > 0) {
-        float t[AMAX];
-#pragma unroll
-        for (int a = 0; a < AMAX; a++) t[a] = 0.0f;
-        for (int j0 = lane; j0 < H; j0 += 32 * HF_NJ) {
-            float x[HF_NJ], y[HF_NJ];   /* loaded before use: one round trip per HF_NJ */
-#pragma unroll
-            for (int i = 0; i < HF_NJ; i++) {
-                const int j = j0 + 32 * i;
-                x[i] = j < H ? hv[j] : 0.0f;
-                y[i] = j < H ? ha[j] : 0.0f;
+    const size_t nw = stage ? (size_t)(A + 1) * H : 0;
+    for (size_t e = threadIdx.x; e < nw; e += blockDim.x)
+        sm[e] = e < (size_t)H ? gWv2[e] : gWa2[e - H];
+    __syncthreads();
+    const float *Wv2 = stage ? sm : gWv2, *Wa2 = stage ? sm + H : gWa2;
+    float *sadv = sm + nw + w * (A + br.D), *smean = sadv + A;
+    for (int r = blockIdx.x * HF_WARPS + w; r < R; r += gridDim.x * HF_WARPS) {
+        const float *hv = hva + (size_t)r * 2 * H, *ha = hv + H;
+        float s = 0.0f, v;
+        if constexpr (AMAX > 0) {
+            float t[AMAX];
+    #pragma unroll
+            for (int a = 0; a < AMAX; a++) t[a] = 0.0f;
+            for (int j0 = lane; j0 < H; j0 += 32 * HF_NJ) {
+                float x[HF_NJ], y[HF_NJ];   /* loaded before use: one round trip per HF_NJ */
+    #pragma unroll
+                for (int i = 0; i < HF_NJ; i++) {
+                    const int j = j0 + 32 * i;
+                    x[i] = j < H ? hv[j] : 0.0f;
+                    y[i] = j < H ? ha[j] : 0.0f;
+                }
+    #pragma unroll
+                for (int i = 0; i < HF_NJ; i++) {
+                    const int j = j0 + 32 * i;
+                    if (j >= H) break;
+                    s += x[i] * Wv2[j];
+    #pragma unroll
+                    for (int a = 0; a < AMAX; a++)
+                        if (a < A) t[a] += y[i] * Wa2[(size_t)a * H + j];
+                }
             }
-#pragma unroll
-            for (int i = 0; i < HF_NJ; i++) {
-                const int j = j0 + 32 * i;
-                if (j >= H) break;
-                s += x[i] * Wv2[j];
-#pragma unroll
+    #pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+    #pragma unroll
                 for (int a = 0; a < AMAX; a++)
-                    if (a < A) t[a] += y[i] * Wa2[(size_t)a * H + j];
+                    if (a < A) t[a] += __shfl_xor_sync(0xffffffffu, t[a], o);
+            }
+            v = s + bv2[0];
+            if (lane == 0) {
+    #pragma unroll
+                for (int a = 0; a < AMAX; a++)
+                    if (a < A) sadv[a] = t[a] + ba2[a];
+            }
+        } else {
+            for (int j = lane; j < H; j += 32) s += hv[j] * Wv2[j];
+            v = warp_sum(s) + bv2[0];
+            for (int a = 0; a < A; a++) {
+                const float *wa = Wa2 + (size_t)a * H;
+                float t = 0.0f;
+                for (int j = lane; j < H; j += 32) t += ha[j] * wa[j];
+                t = warp_sum(t) + ba2[a];
+                if (lane == 0) sadv[a] = t;
             }
         }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            s += __shfl_xor_sync(0xffffffffu, s, o);
-#pragma unroll
-            for (int a = 0; a < AMAX; a++)
-                if (a < A) t[a] += __shfl_xor_sync(0xffffffffu, t[a], o);
+        __syncwarp();
+        for (int b = lane; b < br.D; b += 32) {
+            double sum = 0.0;
+            for (int k = 0; k < br.n[b]; k++) sum += sadv[br.off[b] + k];
+            smean[b] = (float)(sum / br.n[b]);
         }
-        v = s + bv2[0];
-        if (lane == 0) {
-#pragma unroll
-            for (int a = 0; a < AMAX; a++)
-                if (a < A) sadv[a] = t[a] + ba2[a];
+        __syncwarp();
+        if (lane == 0) V[r] = v;
+        for (int col = lane; col < A; col += 32) {
+            int b = 0;
+            while (b + 1 < br.D && col >= br.off[b + 1]) b++;
+            Adv[(size_t)r * A + col] = sadv[col];
+            Z[(size_t)r * A + col] = v + sadv[col] - smean[b];
         }
-    } else {
-        for (int j = lane; j < H; j += 32) s += hv[j] * Wv2[j];
-        v = warp_sum(s) + bv2[0];
-        for (int a = 0; a < A; a++) {
-            const float *wa = Wa2 + (size_t)a * H;
-            float t = 0.0f;
-            for (int j = lane; j < H; j += 32) t += ha[j] * wa[j];
-            t = warp_sum(t) + ba2[a];
-            if (lane == 0) sadv[a] = t;
-        }
-    }
-    __syncwarp();
-    for (int b = lane; b < br.D; b += 32) {
-        double sum = 0.0;
-        for (int k = 0; k < br.n[b]; k++) sum += sadv[br.off[b] + k];
-        smean[b] = (float)(sum / br.n[b]);
-    }
-    __syncwarp();
-    if (lane == 0) V[r] = v;
-    for (int col = lane; col < A; col += 32) {
-        int b = 0;
-        while (b + 1 < br.D && col >= br.off[b + 1]) b++;
-        Adv[(size_t)r * A + col] = sadv[col];
-        Z[(size_t)r * A + col] = v + sadv[col] - smean[b];
+        __syncwarp();   /* the next row reuses sadv and smean */
     }
 }
 
@@ -232,16 +240,22 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
     CUDA_ARG(smem <= SMEM_FLOATS * sizeof(float), "heads_fwd: A=%d advantage columns, at most %d",
              br->A, SMEM_FLOATS / HF_WARPS - br->D);
     if (R == 0) return DQN_OK;
-    const unsigned blocks = (unsigned)((R + HF_WARPS - 1) / HF_WARPS);
+    /* the weights in shared memory when they fit beside the scratch; a block then takes several
+     * rows, so that few blocks copy them */
+    const size_t wf = (size_t)(br->A + 1) * (size_t)H;
+    const int stage = smem + wf * sizeof(float) <= SMEM_FLOATS * sizeof(float);
+    if (stage) smem += wf * sizeof(float);
+    size_t want = ((size_t)R + HF_WARPS - 1) / HF_WARPS, cap = (size_t)c->sm_count * 8;
+    const unsigned blocks = (unsigned)(stage && want > cap ? cap : want);
     if (br->A <= 4)
         k_heads_fwd<4><<<blocks, HF_WARPS * 32, smem, c->stream>>>(hva, Wv2, bv2, Wa2, ba2, V,
-                                                                    Adv, Z, R, H, *br);
+                                                                    Adv, Z, R, H, *br, stage);
     else if (br->A <= 16)
         k_heads_fwd<16><<<blocks, HF_WARPS * 32, smem, c->stream>>>(hva, Wv2, bv2, Wa2, ba2, V,
-                                                                     Adv, Z, R, H, *br);
+                                                                     Adv, Z, R, H, *br, stage);
     else
         k_heads_fwd<0><<<blocks, HF_WARPS * 32, smem, c->stream>>>(hva, Wv2, bv2, Wa2, ba2, V,
-                                                                    Adv, Z, R, H, *br);
+                                                                    Adv, Z, R, H, *br, stage);
     LAUNCH_CHECK();
     return DQN_OK;
 }
