@@ -39,6 +39,8 @@ typedef struct {
     int guard_mode, commit, n_slots, rollback_slot, defer, step_after;
     int has_adam;                  /* the optimizer step runs in item 0 (the parameters' check) */
     dqn_hadam adam;
+    int has_prod;                  /* items 0 (and 1) compute their buffers (dqn_hprod) */
+    dqn_hprod prod;
     const dqn_hcheck *checks;
     int n_checks;
     const hdref *drefs;            /* the deferred plans' checks (commit plans) */
@@ -256,6 +258,19 @@ __device__ static void commit(const hparams *k, int64_t update, int *decide) {
     __shared__ int first_w[HW], guarded_w[HW];
     dqn_health_block *blk = k->blk;
     int first = INT_MAX, guarded = 0;
+    /* thread 0's loads first, in flight beside the slots' */
+    int32_t ev_slot = 0, skip = 0;
+    uint32_t rb_event = 0;
+    uint64_t n_rolled = 0, n_skipped = 0, n_guarded = 0, n_updates = 0;
+    if (threadIdx.x == 0) {
+        ev_slot = blk->event.slot;
+        skip = blk->skip;
+        rb_event = k->rollback_slot >= 0 ? blk->cur[k->rollback_slot].event : 0;
+        n_rolled = blk->rolled_back;
+        n_skipped = blk->skipped;
+        n_guarded = blk->guarded_updates;
+        n_updates = blk->updates;
+    }
     for (int s = threadIdx.x; s < k->n_slots; s += HT) {
         const volatile dqn_hslot_cur *c = (const volatile dqn_hslot_cur *)&blk->cur[s];
         if (c->event && s < first) first = s;
@@ -277,8 +292,8 @@ __device__ static void commit(const hparams *k, int64_t update, int *decide) {
         }
         first = first == INT_MAX ? -1 : first;
         decide[0] = first;
-        decide[1] = first >= 0 && blk->event.slot < 0;
-        decide[2] = k->guard_mode && k->rollback_slot >= 0 && blk->cur[k->rollback_slot].event;
+        decide[1] = first >= 0 && ev_slot < 0;
+        decide[2] = k->guard_mode && rb_event != 0;
         if (decide[1]) {
             const dqn_hslot_cur *c = &blk->cur[first];
             blk->event.slot = first;
@@ -290,14 +305,15 @@ __device__ static void commit(const hparams *k, int64_t update, int *decide) {
             blk->event.index = c->first_index;
             blk->frozen = 1;
         }
-        if (decide[2]) blk->rolled_back++;
-        if (blk->skip || decide[2]) blk->skipped++;
-        if (guarded) blk->guarded_updates++;
-        blk->updates++;
+        if (decide[2]) blk->rolled_back = n_rolled + 1;
+        if (skip || decide[2]) blk->skipped = n_skipped + 1;
+        if (guarded) blk->guarded_updates = n_guarded + 1;
+        blk->updates = n_updates + 1;
         blk->skip = 0;
     }
     __syncthreads();
     /* rare (the first event of a run, a rollback): the one block copies */
+    if (!decide[1] && !decide[2]) return;
     for (int i = 0; i < k->n_copies; i++) {
         const dqn_hcopy *c = &k->copies[i];
         if ((c->when == DQN_HCOPY_ON_FREEZE && decide[1]) ||
@@ -338,6 +354,49 @@ __device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts
     }
 }
 
+/* Items 0 and 1 of a plan with a producer: each element as the op it stands for computes it
+ * (dueling_bwd: k_dueling_bwd's double sums in branch order; axpy: k_axpy's rounding), the
+ * check's faults, then written, scanned and clamped. */
+__device__ static void produce_scan(const hparams *k, hacc *a, int item, int part, int nparts,
+                                    uint64_t st, float bound, bool guard) {
+    const dqn_hprod *pr = &k->prod;
+    const dqn_hcheck *c = &k->checks[item];
+    float *x = c->x;
+    const int A = pr->br.A;
+    for (size_t i = (size_t)part * HT + threadIdx.x; i < c->n; i += (size_t)nparts * HT) {
+        float v;
+        if (pr->kind == DQN_HPROD_AXPY) {
+            v = __fadd_rn(x[i], __fmul_rn(pr->a, pr->x[i]));
+        } else if (item == 0) {   /* dV[r]: every branch's sum, in branch order */
+            const float *g = pr->dZ + i * (size_t)A;
+            double tot = 0.0;
+            for (int b = 0; b < pr->br.D; b++) {
+                double s = 0.0;
+                for (int q = 0; q < pr->br.n[b]; q++) s += g[pr->br.off[b] + q];
+                tot += s;
+            }
+            v = (float)tot;
+        } else {                  /* dAdv[r, col]: minus its branch's mean */
+            const size_t r = i / (size_t)A;
+            const int col = (int)(i % (size_t)A);
+            int b = 0;
+            while (b + 1 < pr->br.D && col >= pr->br.off[b + 1]) b++;
+            const float *g = pr->dZ + r * (size_t)A + pr->br.off[b];
+            double s = 0.0;
+            for (int q = 0; q < pr->br.n[b]; q++) s += g[q];
+            v = pr->dZ[i] - (float)(s / pr->br.n[b]);
+        }
+        if (i == c->n / 2)
+            for (int f = 0; f < pr->n_faults[item]; f++)
+                if (st == pr->fault_at[item][f])
+                    v = pr->fault_kind[item][f] == 1   ? __int_as_float(0x7fc00000)
+                        : pr->fault_kind[item][f] == 2 ? __int_as_float(0x7f800000)
+                                                       : 1e30f;
+        x[i] = v;
+        scan_one(a, x, i, v, bound, guard);
+    }
+}
+
 __global__ void __launch_bounds__(HT) k_health(hparams k) {
     __shared__ hacc sh[HW];
     __shared__ bool last;
@@ -366,6 +425,9 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
             }
             if (part == 0 && threadIdx.x == 0) blk->skip = skip;
             adam_scan(&k, &a, part, nparts, st, bound, skip);
+        } else if (k.has_prod && item < 2) {
+            produce_scan(&k, &a, item, part, nparts, (uint64_t)((int64_t)st - k.step_after), bound,
+                         c.guard && k.guard_mode);
         } else {
             scan(&a, c.x, c.n, part, nparts, bound, c.guard && k.guard_mode);
         }
@@ -413,9 +475,9 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     __syncthreads();
     if (!last) return;
     __threadfence();
+    /* the ISV (written only here) beside the commit (which reads the slots, not the ISV) */
     for (int j = threadIdx.x; j < n_fin; j += HT)
         feed(&k, j < k.n_checks ? &k.checks[j] : k.drefs[j - k.n_checks].check);
-    __syncthreads();
     if (k.commit) commit(&k, update, decide);
     if (threadIdx.x == 0) {
         if (k.has_adam) *k.adam.step = st + 1;
@@ -475,6 +537,8 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
              "health_plan: an optimizer step needs a commit plan whose first check is its "
              "parameters, the plan's counter, at most %d faults and adam_target_step's ranges",
              DQN_HADAM_MAX_FAULTS);
+    CUDA_ARG(!desc->prod || dqn_hprod_ok(desc->prod, desc),
+             "health_plan: producer %d does not match the plan's checks", desc->prod->kind);
     /* the deferred plans' checks, each an item of one block that does its bookkeeping */
     int n_drefs = 0;
     for (int i = 0; i < desc->n_deferred; i++)
@@ -592,6 +656,8 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     p->k.step_after = desc->step_after;
     p->k.has_adam = ad != NULL;
     if (ad) p->k.adam = *ad;
+    p->k.has_prod = desc->prod != NULL;
+    if (desc->prod) p->k.prod = *desc->prod;
     p->k.drefs = (const hdref *)(d + o_drefs);
     p->k.n_drefs = n_drefs;
     *plan = p;
