@@ -246,8 +246,7 @@ static void check_localised(rig *g, const char *what) {
                          NULL));
     f.m.ucfg.lr = g->m.ucfg.lr;
     f.m.ucfg.weight_decay = g->m.ucfg.weight_decay;
-    dqn_model_health_destroy(&f.m);   /* the optimizer's settings are baked into the commit */
-    CHECK_OK(dqn_model_health_create(&f.m));
+    CHECK_OK(dqn_model_health_replan(&f.m));   /* the optimizer's settings live in the commit */
     CHECK_OK(dqn_model_health_load_snapshot(&f.m, snap, (uint64_t)b.event.update));
     CHECK_OK(dqn_model_update_loaded(&f.m));
     dqn_health_block c;

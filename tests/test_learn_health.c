@@ -35,6 +35,7 @@ int main(void) {
             }
         CHECK(h->n_faults == 3 * h->tab.n_slots, "%d faults for %d slots", h->n_faults,
               h->tab.n_slots);
+        CHECK_OK(dqn_model_health_replan(&t->model));   /* some faults live in the plans */
         double t0 = learn_now(), best = -INFINITY;
         for (int64_t at = 5000; at <= 100000; at += 5000) {
             CHECK_OK(dqn_trainer_run_until(t, at));

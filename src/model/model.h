@@ -141,6 +141,10 @@ dqn_status dqn_model_health_create(dqn_model *m);
 void dqn_model_health_destroy(dqn_model *m);
 /* Zero the block and mark every "none" (event slot -1, first event updates -1). */
 dqn_status dqn_model_health_reset(dqn_model *m);
+/* Rebuild the health plans from h.faults and ucfg as they are now (the faults and the
+ * optimizer's settings are baked into the plans at create), keeping the health block; drops a
+ * captured update. */
+dqn_status dqn_model_health_replan(dqn_model *m);
 /* 1 if a health plan writes this slot's buffer in place of the op (guard mode: dueling_bwd's dV
  * and dAdv, the trunk's output gradient's residual axpy); the network skips the op then. */
 int dqn_model_health_produces(const dqn_model *hm, int slot);

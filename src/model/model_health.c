@@ -134,6 +134,8 @@ dqn_status dqn_model_health_reset(dqn_model *m) {
     return s;
 }
 
+static dqn_status build_plans(dqn_model *m);
+
 dqn_status dqn_model_health_create(dqn_model *m) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
@@ -152,7 +154,32 @@ dqn_status dqn_model_health_create(dqn_model *m) {
     snapshot_layout(m);
     DQN_TRY(OPS->alloc(be, (void **)&h->backup, h->snap_bytes));
     DQN_TRY(OPS->alloc(be, (void **)&h->snap, h->snap_bytes));
+    return build_plans(m);
+}
 
+static void free_plans(dqn_model *m) {
+    dqn_model_health *h = &m->h;
+    void **plans[] = {&h->plan_commit, &h->plan_heads,  &h->plan_dcat,
+                      &h->plan_dz,     &h->plan_dtrunk, &h->plan_dtrunk_out};
+    for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+        if (*plans[k]) m->be->ops->health_plan_free(m->be, *plans[k]);
+        *plans[k] = NULL;
+    }
+}
+
+dqn_status dqn_model_health_replan(dqn_model *m) {
+    if (m->h.mode == DQN_HEALTH_OFF) return DQN_OK;
+    free_plans(m);
+    /* a captured update holds the old plans */
+    if (m->graph_exec && m->be->ops->graph_destroy) m->be->ops->graph_destroy(m->be, m->graph_exec, 1);
+    m->graph_exec = NULL;
+    return build_plans(m);
+}
+
+/* The plans of the update (the faults and the optimizer's settings are baked into them). */
+static dqn_status build_plans(dqn_model *m) {
+    dqn_model_health *h = &m->h;
+    const dqn_update_cfg *c = &m->ucfg;
     const dqn_health_table *t = &h->tab;
     const dqn_layout *L = &m->L;
     const dqn_arch *a = &L->arch;
@@ -319,10 +346,7 @@ dqn_status dqn_model_health_create(dqn_model *m) {
 void dqn_model_health_destroy(dqn_model *m) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
-    void *plans[] = {h->plan_commit, h->plan_heads, h->plan_dcat, h->plan_dz, h->plan_dtrunk,
-                     h->plan_dtrunk_out};
-    for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++)
-        if (plans[k]) OPS->health_plan_free(be, plans[k]);
+    free_plans(m);
     if (h->blk) OPS->free(be, h->blk);
     if (h->backup) OPS->free(be, h->backup);
     if (h->snap) OPS->free(be, h->snap);
