@@ -314,92 +314,6 @@ static void test_op_adam(void) {
     free(hb);
 }
 
-/* The plans that produce their buffers (dqn_hprod: dueling_bwd, axpy) in guard mode: the same
- * values, clamps, faults and figures as the CPU's op followed by its check. */
-static void test_op_prod(void) {
-    const int R = 3001;
-    const dqn_branches br = {3, {3, 5, 5}, {0, 3, 8}, 13};
-    const size_t nz = (size_t)R * 13, ny = 70001;
-    buf dz = make_buf(nz, 89), dv = make_buf((size_t)R, 0), da = make_buf(nz, 0);
-    buf x = make_buf(ny, 0), y = make_buf(ny, 61);
-    dqn_health_block *hc = calloc(1, sizeof *hc), *hb = calloc(1, sizeof *hb), *hg;
-    CHECK_OK(gpu->ops->alloc(gpu, (void **)&hg, sizeof *hg));
-    hc->event.slot = -1;
-    for (int k = 0; k < 8; k++) hc->isv[k] = 0.05f * (float)(k + 1);   /* tight bounds: clamps */
-    CHECK_OK(gpu->ops->h2d(gpu, hg, hc, sizeof *hc));
-    uint64_t stc = 4, *stg;
-    CHECK_OK(gpu->ops->alloc(gpu, (void **)&stg, 8));
-    CHECK_OK(gpu->ops->h2d(gpu, stg, &stc, 8));
-    for (int kind = 0; kind < 2; kind++) {
-        dqn_hprod pc;
-        memset(&pc, 0, sizeof pc);
-        pc.kind = kind ? DQN_HPROD_AXPY : DQN_HPROD_DUELING_BWD;
-        pc.dZ = dz.c;
-        pc.R = R;
-        pc.br = br;
-        pc.a = 0.75f;
-        pc.x = x.c;
-        pc.n_faults[0] = 1;
-        pc.fault_at[0][0] = 4;
-        pc.fault_kind[0][0] = 1 + kind;
-        dqn_hprod pg = pc;
-        pg.dZ = dz.g;
-        pg.x = x.g;
-        dqn_hcheck kc[2], kg[2];
-        for (int j = 0; j < 2; j++) {
-            memset(&kc[j], 0, sizeof kc[j]);
-            kc[j].slot = j;
-            kc[j].isv_bound = j;
-            kc[j].isv_scale = 4 + j;
-            kc[j].isv_stat = -1;
-            kc[j].guard = 1;
-        }
-        kc[0].x = kind ? y.c : dv.c;
-        kc[0].n = kind ? ny : (size_t)R;
-        kc[1].x = da.c;
-        kc[1].n = nz;
-        kg[0] = kc[0];
-        kg[1] = kc[1];
-        kg[0].x = kind ? y.g : dv.g;
-        kg[1].x = da.g;
-        dqn_hplan_desc dc = {.blk = hc, .step = &stc, .guard_scale = 1e6f, .guard_floor = 1e3f,
-                             .decay = 0.99f, .guard_mode = 1, .checks = kc, .n_checks = 2 - kind,
-                             .prod = &pc};
-        dqn_hplan_desc dg = dc;
-        dg.blk = hg;
-        dg.step = stg;
-        dg.checks = kg;
-        dg.prod = &pg;
-        void *qc, *qg;
-        CHECK_OK(cpu->ops->health_plan(cpu, &dc, &qc));
-        CHECK_OK(gpu->ops->health_plan(gpu, &dg, &qg));
-        CHECK_OK(cpu->ops->health_check(cpu, qc));
-        CHECK_OK(gpu->ops->health_check(gpu, qg));
-        CHECK_OK(gpu->ops->d2h(gpu, hb, hg, sizeof *hb));
-        const char *what = kind ? "producer axpy" : "producer dueling_bwd";
-        compare_blocks(hc, hb, 2 - kind, 8, what);
-        CHECK(hb->cur[0].event != DQN_EVENT_NONE && hb->cur[0].guarded > 0,
-              "%s: the fault and the clamps were to show (event %u, guarded %u)", what,
-              hb->cur[0].event, hb->cur[0].guarded);
-        buf *out[2] = {kind ? &y : &dv, &da};
-        for (int j = 0; j < 2 - kind; j++) {
-            float *got = malloc(out[j]->n * 4);
-            CHECK_OK(gpu->ops->d2h(gpu, got, out[j]->g, out[j]->n * 4));
-            CHECK(memcmp(got, out[j]->c, out[j]->n * 4) == 0, "%s: buffer %d differs from the "
-                  "CPU op and its clamps", what, j);
-            free(got);
-        }
-        cpu->ops->health_plan_free(cpu, qc);
-        gpu->ops->health_plan_free(gpu, qg);
-    }
-    buf *all[] = {&dz, &dv, &da, &x, &y};
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free_buf(all[k]);
-    gpu->ops->free(gpu, hg);
-    gpu->ops->free(gpu, stg);
-    free(hc);
-    free(hb);
-}
-
 /* ---- the captured update ---- */
 
 static void test_faults(int small) {
@@ -497,7 +411,6 @@ int main(void) {
     test_norm_range();
     test_op(small ? 70001 : 9000001);
     test_op_adam();
-    test_op_prod();
     if (getenv("DQN_GPU_HEALTH_OPS_ONLY")) {   /* the sanitizer runs: the kernels alone */
         gpu->ops->destroy(gpu);
         cpu->ops->destroy(cpu);
