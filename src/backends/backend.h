@@ -31,35 +31,6 @@ typedef struct {
 
 typedef enum { DQN_TARGET_MEAN = 0, DQN_TARGET_INDEPENDENT = 1 } dqn_target_mode;
 
-/* The op a health plan runs in place of the one that writes its checks' buffers, so that a guard
- * point costs no node of its own (health_check): each element is computed as the op computes it,
- * poisoned by the check's faults (x[n / 2] when the update is fault_at: NaN, +Inf or 1e30 for
- * kind 1, 2, 3), written, then scanned and clamped. */
-#define DQN_HPROD_MAX_FAULTS 8
-enum { DQN_HPROD_DUELING_BWD = 1, DQN_HPROD_AXPY = 2 };
-typedef struct dqn_hprod {
-    int kind;
-    const float *dZ;          /* dueling_bwd(dZ, checks[0].x = dV, checks[1].x = dAdv, R, br) */
-    int R;
-    dqn_branches br;
-    float a;                  /* axpy(a, x, checks[0].x = y, checks[0].n) */
-    const float *x;
-    int n_faults[2];          /* per check */
-    uint64_t fault_at[2][DQN_HPROD_MAX_FAULTS];
-    int fault_kind[2][DQN_HPROD_MAX_FAULTS];
-} dqn_hprod;
-
-/* 1 if pr is a producer the plan d can run: its checks are the op's outputs, in order. */
-static inline int dqn_hprod_ok(const dqn_hprod *pr, const dqn_hplan_desc *d) {
-    for (int j = 0; j < 2; j++)
-        if (pr->n_faults[j] < 0 || pr->n_faults[j] > DQN_HPROD_MAX_FAULTS) return 0;
-    if (pr->kind == DQN_HPROD_DUELING_BWD)
-        return d->n_checks == 2 && pr->dZ && pr->R >= 0 && pr->br.D >= 1 &&
-               pr->br.D <= DQN_MAX_BRANCHES && d->checks[0].n == (size_t)pr->R &&
-               d->checks[1].n == (size_t)pr->R * (size_t)pr->br.A;
-    return pr->kind == DQN_HPROD_AXPY && d->n_checks == 1 && (pr->x || d->checks[0].n == 0) &&
-           pr->n_faults[1] == 0;
-}
 typedef enum { DQN_MATH_FP32 = 0, DQN_MATH_TF32 = 1 } dqn_math_mode;
 typedef enum { DQN_ACT_NONE = 0, DQN_ACT_RELU = 1 } dqn_act;
 
@@ -208,8 +179,7 @@ typedef struct dqn_ops {
     dqn_status (*health_plan)(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
     void (*health_plan_free)(dqn_backend *be, void *plan);
     /* Run a plan, in order: with desc.adam, the optimizer step (health_block.h, dqn_hadam: the
-     * backup, the step or its skip, which sets blk->skip, the counter, the faults); with
-     * desc.prod, the op it stands for and its faults (dqn_hprod); its ALWAYS
+     * backup, the step or its skip, which sets blk->skip, the counter, the faults); its ALWAYS
      * copies; each check, with the bound b = max(guard_scale * isv[isv_bound], guard_floor) read
      * before the op: count the non-finite elements (NaN apart) and the first one's index and
      * value, the largest finite |x|, the RMS and mean |x| of the finite elements; event = NaN |

@@ -120,8 +120,6 @@ typedef struct {
     int fault_kind[DQN_HADAM_MAX_FAULTS];
 } dqn_hadam;
 
-struct dqn_hprod;   /* backends/backend.h */
-
 /* A health plan: one op call that runs its ALWAYS copies, its checks, their bookkeeping and, for
  * the commit plan (the last of an update), the update's resolution. Built once, outside the step. */
 typedef struct {
@@ -149,9 +147,6 @@ typedef struct {
     /* A commit plan may run the optimizer step first (NULL: none); its first check must then be
      * the parameters (adam->p, adam->n), which the step's pass scans as it writes them. */
     const dqn_hadam *adam;
-    /* A plan may produce its checks' buffers itself, in place of the op that would write them
-     * (NULL: none): see dqn_hprod. */
-    const struct dqn_hprod *prod;
 } dqn_hplan_desc;
 
 #endif

@@ -167,8 +167,7 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     const dqn_arch *a = &L->arch;
     int d = a->d, H = a->head_hidden, R = B * T, U = L->u, A = a->br.A;
     const float *u = a->bottleneck > 0 ? f->u : f->z;
-    const int prod_heads = hm && dqn_model_health_produces(hm, hm->h.tab.d_adv);
-    if (!prod_heads) DQN_TRY(OPS->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
+    DQN_TRY(OPS->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
     SLOT(hm, d_value, w->dV, R);
     SLOT(hm, d_adv, w->dAdv, (size_t)R * A);
     /* SPEC 4: the whole-batch L2 norms of d_value_logits and d_adv_logits; heads_bwd applies
@@ -222,8 +221,7 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
         DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
         DQN_TRY(OPS->linear_bwd(be, f->h[l], P + g->a.W, w->de, w->dh_in[l], G + g->a.W,
                                 G + g->a.b, B, d, d));
-        if (!(hm && dqn_model_health_produces(hm, hm->h.tab.grn_din[l])))
-            DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh_in[l], (size_t)B * d));
+        DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh_in[l], (size_t)B * d));
         SLOT(hm, grn_din[l], w->dh_in[l], (size_t)B * d);
         dout = w->dh_in[l];
     }

@@ -145,9 +145,6 @@ dqn_status dqn_model_health_reset(dqn_model *m);
  * optimizer's settings are baked into the plans at create), keeping the health block; drops a
  * captured update. */
 dqn_status dqn_model_health_replan(dqn_model *m);
-/* 1 if a health plan writes this slot's buffer in place of the op (guard mode: dueling_bwd's dV
- * and dAdv, the trunk's output gradient's residual axpy); the network skips the op then. */
-int dqn_model_health_produces(const dqn_model *hm, int slot);
 /* A slot's buffer was just written: inject its faults; run the inline check it triggers. */
 dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n);
 /* The optimizer step with the checks of every slot that is not checked inline, the bookkeeping

@@ -45,7 +45,7 @@ static void add_copy(plan_build *p, void *dst, const void *src, size_t bytes, in
 }
 
 static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer,
-                            const dqn_hadam *adam, const dqn_hprod *prod, void **out) {
+                            const dqn_hadam *adam, void **out) {
     dqn_backend *be = m->be;
     dqn_hplan_desc d;
     memset(&d, 0, sizeof d);
@@ -66,7 +66,6 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer,
     /* the commit runs after the fused optimizer op has incremented the counter */
     d.step_after = commit;
     d.adam = adam;
-    d.prod = prod;
     void *deferred[5];
     if (commit) {
         const dqn_model_health *h = &m->h;
@@ -77,26 +76,6 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer,
         d.deferred = deferred;
     }
     return OPS->health_plan(be, &d, out);
-}
-
-/* The faults of a slot whose buffer a plan produces go into its producer (check j). */
-static dqn_status prod_faults(const dqn_model_health *h, dqn_hprod *pr, int j, int slot) {
-    for (int f = 0; f < h->n_faults; f++) {
-        if (h->faults[f].slot != slot) continue;
-        if (pr->n_faults[j] == DQN_HPROD_MAX_FAULTS)
-            return dqn_error_user(DQN_ERR_ARG, "--fault: at most %d faults on slot %s",
-                                  DQN_HPROD_MAX_FAULTS, h->tab.slot[slot].name);
-        pr->fault_at[j][pr->n_faults[j]] = h->faults[f].at;
-        pr->fault_kind[j][pr->n_faults[j]++] = h->faults[f].kind;
-    }
-    return DQN_OK;
-}
-
-/* 1 if a plan of hm writes the slot's buffer itself, in place of the op (guard mode). */
-int dqn_model_health_produces(const dqn_model *hm, int slot) {
-    if (!hm || hm->h.mode != DQN_HEALTH_GUARD || slot < 0) return 0;
-    const dqn_health_table *t = &hm->h.tab;
-    return slot == t->d_value || slot == t->d_adv || slot == t->grn_din[0];
 }
 
 /* Byte offsets of the backup / snapshot buffer. */
@@ -197,20 +176,10 @@ static dqn_status build_plans(dqn_model *m) {
     dqn_hcheck kv = check_of(m, t->d_value, m->bw.dV, R), ka = check_of(m, t->d_adv, m->bw.dAdv, R * A);
     feed(&kv, t->i_rms_dv, DQN_HSTAT_RMS);
     feed(&ka, t->i_rms_da, DQN_HSTAT_RMS);
-    /* guard mode: the plan computes dV and dAdv itself (dueling_bwd), so the point costs no node */
-    dqn_hprod heads, trunk_out;
-    memset(&heads, 0, sizeof heads);
-    memset(&trunk_out, 0, sizeof trunk_out);
-    heads.kind = DQN_HPROD_DUELING_BWD;
-    heads.dZ = m->bw.dZ;
-    heads.R = (int)R;
-    heads.br = a->br;
     if (guard) {
         add_check(p, kv);
         add_check(p, ka);
-        s = prod_faults(h, &heads, 0, t->d_value);
-        if (s == DQN_OK) s = prod_faults(h, &heads, 1, t->d_adv);
-        if (s == DQN_OK) s = make_plan(m, p, 0, 1, NULL, &heads, &h->plan_heads);
+        s = make_plan(m, p, 0, 1, NULL, &h->plan_heads);
     }
 
     /* the other clamp points: inline plans in guard mode, else checked with the rest */
@@ -232,22 +201,17 @@ static dqn_status build_plans(dqn_model *m) {
         feed(&ko, t->i_rms_dtrunk_out, DQN_HSTAT_RMS);
     }
     if (guard) {
-        /* the trunk's output gradient: the plan adds the residual's part itself (axpy) */
-        trunk_out.kind = DQN_HPROD_AXPY;
-        trunk_out.a = 1.0f;
-        trunk_out.x = m->bw.dh2;
-        if (Lb > 0 && s == DQN_OK) s = prod_faults(h, &trunk_out, 0, t->grn_din[0]);
-        const struct { int on; dqn_hcheck *k; const dqn_hprod *prod; void **plan; } inl[] = {
-            {bn, &kc, NULL, &h->plan_dcat},
-            {split, &kz, NULL, &h->plan_dz},
-            {1, &kt, NULL, &h->plan_dtrunk},
-            {Lb > 0, &ko, &trunk_out, &h->plan_dtrunk_out},
+        const struct { int on; dqn_hcheck *k; void **plan; } inl[] = {
+            {bn, &kc, &h->plan_dcat},
+            {split, &kz, &h->plan_dz},
+            {1, &kt, &h->plan_dtrunk},
+            {Lb > 0, &ko, &h->plan_dtrunk_out},
         };
         for (size_t j = 0; j < sizeof inl / sizeof inl[0] && s == DQN_OK; j++) {
             if (!inl[j].on) continue;
             memset(p, 0, sizeof *p);
             add_check(p, *inl[j].k);
-            s = make_plan(m, p, 0, 1, NULL, inl[j].prod, inl[j].plan);
+            s = make_plan(m, p, 0, 1, NULL, inl[j].plan);
         }
     }
 
@@ -338,7 +302,7 @@ static dqn_status build_plans(dqn_model *m) {
             ad.fault_kind[ad.n_faults++] = h->faults[f].kind;
         }
     }
-    if (s == DQN_OK) s = make_plan(m, p, 1, 0, &ad, NULL, &h->plan_commit);
+    if (s == DQN_OK) s = make_plan(m, p, 1, 0, &ad, &h->plan_commit);
     free(p);
     return s;
 }
@@ -357,8 +321,8 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
     if (slot < 0) return DQN_OK;
-    /* (the faults of buffers a plan writes are that plan's: the parameters', guard's produced) */
-    for (int f = 0; f < h->n_faults && !dqn_model_health_produces(m, slot); f++)
+    /* (the parameters' faults are the commit's: it writes them) */
+    for (int f = 0; f < h->n_faults; f++)
         if (h->faults[f].slot == slot)
             DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at, h->faults[f].kind));
     const dqn_health_table *t = &h->tab;

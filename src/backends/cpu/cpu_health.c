@@ -19,7 +19,6 @@ typedef struct {
     dqn_hcopy *copies;
     cpu_scan *scans;    /* [n_checks]: a deferred plan's figures, kept for its commit */
     dqn_hadam adam;     /* d.adam points here when the plan runs the optimizer step */
-    dqn_hprod prod;     /* d.prod points here when the plan produces its buffers */
 } cpu_plan;
 
 dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan) {
@@ -50,17 +49,9 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
         return DQN_ERR(DQN_ERR_ARG, "health_plan: an optimizer step needs a commit plan whose "
                                     "first check is its parameters, and at most %d faults",
                        DQN_HADAM_MAX_FAULTS);
-    const dqn_hprod *pr = desc->prod;
-    if (pr && !dqn_hprod_ok(pr, desc))
-        return DQN_ERR(DQN_ERR_ARG, "health_plan: producer %d does not match the plan's checks",
-                       pr->kind);
     cpu_plan *p = calloc(1, sizeof *p);
     if (!p) return DQN_ERR(DQN_ERR_NOMEM, "health plan");
     p->d = *desc;
-    if (pr) {
-        p->prod = *pr;
-        p->d.prod = &p->prod;
-    }
     if (ad) {
         p->adam = *ad;
         p->d.adam = &p->adam;
@@ -281,28 +272,11 @@ static dqn_status run_adam(dqn_backend *be, const dqn_hplan_desc *d, const dqn_h
     return DQN_OK;
 }
 
-/* The op a plan stands for (dqn_hprod), through the op table, then its checks' faults. */
-static dqn_status run_prod(dqn_backend *be, const dqn_hplan_desc *d, const dqn_hprod *pr) {
-    if (pr->kind == DQN_HPROD_DUELING_BWD)
-        DQN_TRY(be->ops->dueling_bwd(be, pr->dZ, d->checks[0].x, d->checks[1].x, pr->R, &pr->br));
-    else
-        DQN_TRY(be->ops->axpy(be, pr->a, pr->x, d->checks[0].x, d->checks[0].n));
-    const uint64_t st = *d->step - (uint64_t)d->step_after;
-    for (int j = 0; j < d->n_checks && j < 2; j++)
-        for (int f = 0; f < pr->n_faults[j]; f++)
-            if (st == pr->fault_at[j][f] && d->checks[j].n) {
-                const int kind = pr->fault_kind[j][f];
-                d->checks[j].x[d->checks[j].n / 2] = kind == 1 ? NAN : kind == 2 ? INFINITY : 1e30f;
-            }
-    return DQN_OK;
-}
-
 dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
     cpu_plan *p = (cpu_plan *)plan;
     if (!p) return DQN_ERR(DQN_ERR_ARG, "health_check: NULL plan");
     const dqn_hplan_desc *d = &p->d;
     if (d->adam) DQN_TRY(run_adam(be, d, d->adam));
-    if (d->prod) DQN_TRY(run_prod(be, d, d->prod));
     run_copies(d, DQN_HCOPY_ALWAYS);
     /* every bound is read before any of the op's bookkeeping feeds the ISV */
     float bound[DQN_HEALTH_MAX_SLOTS];

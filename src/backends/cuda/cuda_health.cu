@@ -39,8 +39,6 @@ typedef struct {
     int guard_mode, commit, n_slots, rollback_slot, defer, step_after;
     int has_adam;                  /* the optimizer step runs in item 0 (the parameters' check) */
     dqn_hadam adam;
-    int has_prod;                  /* items 0 (and 1) compute their buffers (dqn_hprod) */
-    dqn_hprod prod;
     const dqn_hcheck *checks;
     int n_checks;
     const hdref *drefs;            /* the deferred plans' checks (commit plans) */
@@ -354,49 +352,6 @@ __device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts
     }
 }
 
-/* Items 0 and 1 of a plan with a producer: each element as the op it stands for computes it
- * (dueling_bwd: k_dueling_bwd's double sums in branch order; axpy: k_axpy's rounding), the
- * check's faults, then written, scanned and clamped. */
-__device__ static void produce_scan(const hparams *k, hacc *a, int item, int part, int nparts,
-                                    uint64_t st, float bound, bool guard) {
-    const dqn_hprod *pr = &k->prod;
-    const dqn_hcheck *c = &k->checks[item];
-    float *x = c->x;
-    const int A = pr->br.A;
-    for (size_t i = (size_t)part * HT + threadIdx.x; i < c->n; i += (size_t)nparts * HT) {
-        float v;
-        if (pr->kind == DQN_HPROD_AXPY) {
-            v = __fadd_rn(x[i], __fmul_rn(pr->a, pr->x[i]));
-        } else if (item == 0) {   /* dV[r]: every branch's sum, in branch order */
-            const float *g = pr->dZ + i * (size_t)A;
-            double tot = 0.0;
-            for (int b = 0; b < pr->br.D; b++) {
-                double s = 0.0;
-                for (int q = 0; q < pr->br.n[b]; q++) s += g[pr->br.off[b] + q];
-                tot += s;
-            }
-            v = (float)tot;
-        } else {                  /* dAdv[r, col]: minus its branch's mean */
-            const size_t r = i / (size_t)A;
-            const int col = (int)(i % (size_t)A);
-            int b = 0;
-            while (b + 1 < pr->br.D && col >= pr->br.off[b + 1]) b++;
-            const float *g = pr->dZ + r * (size_t)A + pr->br.off[b];
-            double s = 0.0;
-            for (int q = 0; q < pr->br.n[b]; q++) s += g[q];
-            v = pr->dZ[i] - (float)(s / pr->br.n[b]);
-        }
-        if (i == c->n / 2)
-            for (int f = 0; f < pr->n_faults[item]; f++)
-                if (st == pr->fault_at[item][f])
-                    v = pr->fault_kind[item][f] == 1   ? __int_as_float(0x7fc00000)
-                        : pr->fault_kind[item][f] == 2 ? __int_as_float(0x7f800000)
-                                                       : 1e30f;
-        x[i] = v;
-        scan_one(a, x, i, v, bound, guard);
-    }
-}
-
 __global__ void __launch_bounds__(HT) k_health(hparams k) {
     __shared__ hacc sh[HW];
     __shared__ bool last;
@@ -425,9 +380,6 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
             }
             if (part == 0 && threadIdx.x == 0) blk->skip = skip;
             adam_scan(&k, &a, part, nparts, st, bound, skip);
-        } else if (k.has_prod && item < 2) {
-            produce_scan(&k, &a, item, part, nparts, (uint64_t)((int64_t)st - k.step_after), bound,
-                         c.guard && k.guard_mode);
         } else {
             scan(&a, c.x, c.n, part, nparts, bound, c.guard && k.guard_mode);
         }
@@ -537,8 +489,6 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
              "health_plan: an optimizer step needs a commit plan whose first check is its "
              "parameters, the plan's counter, at most %d faults and adam_target_step's ranges",
              DQN_HADAM_MAX_FAULTS);
-    CUDA_ARG(!desc->prod || dqn_hprod_ok(desc->prod, desc),
-             "health_plan: producer %d does not match the plan's checks", desc->prod->kind);
     /* the deferred plans' checks, each an item of one block that does its bookkeeping */
     int n_drefs = 0;
     for (int i = 0; i < desc->n_deferred; i++)
@@ -656,8 +606,6 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     p->k.step_after = desc->step_after;
     p->k.has_adam = ad != NULL;
     if (ad) p->k.adam = *ad;
-    p->k.has_prod = desc->prod != NULL;
-    if (desc->prod) p->k.prod = *desc->prod;
     p->k.drefs = (const hdref *)(d + o_drefs);
     p->k.n_drefs = n_drefs;
     *plan = p;
