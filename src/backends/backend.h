@@ -30,7 +30,6 @@ typedef struct {
 } dqn_branches;
 
 typedef enum { DQN_TARGET_MEAN = 0, DQN_TARGET_INDEPENDENT = 1 } dqn_target_mode;
-
 typedef enum { DQN_MATH_FP32 = 0, DQN_MATH_TF32 = 1 } dqn_math_mode;
 typedef enum { DQN_ACT_NONE = 0, DQN_ACT_RELU = 1 } dqn_act;
 
