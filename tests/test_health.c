@@ -4,7 +4,8 @@
  * value injected at update 5 are reported at exactly that slot and update, and in guard mode the
  * weights stay finite; a real overflow (a learning rate of 1e4, no injection) is localised in
  * detect mode and survived in guard mode; the replay of a saved event reproduces it; the health
- * state goes through a checkpoint. */
+ * state goes through a checkpoint; the commit's optimizer step equals adam_target_step, with its
+ * backup, its skip and its rollback. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,82 @@ static double max_abs(const float *x, size_t n) {
     double m = 0;
     for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
     return m;
+}
+
+/* The commit's optimizer step (dqn_hadam) on the CPU: the same values as adam_target_step, the
+ * backup of the state before it, the skip when the norm leaves its range (guard mode) and when it
+ * is NaN, a fault that the commit rolls back. */
+static void test_commit_optimizer(void) {
+    dqn_backend *be;
+    CHECK_OK(dqn_backend_cpu_create(&be));
+    enum { N = 1001, F = 4 };
+    static float st[F][N], ref[F][N], bk[F][N], before[F][N];
+    float g[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = 2.0f * dqn_philox_uniform(9, 1, (uint64_t)i) - 1.0f;
+        for (int k = 0; k < F; k++) {
+            float u = dqn_philox_uniform(9, 2 + (uint32_t)k, (uint64_t)i);
+            st[k][i] = ref[k][i] = k == 2 ? 1e-3f * u : 2.0f * u - 1.0f;   /* v >= 0 */
+        }
+    }
+    dqn_health_block *blk = calloc(1, sizeof *blk);
+    blk->event.slot = -1;
+    blk->isv[0] = 2.0f;    /* the parameters' bound: 2e6 */
+    blk->isv[1] = 10.0f;   /* the norm's: 1e7 */
+    uint64_t step = 7, rstep = 7;
+    float gn = 0.0f;
+    dqn_hadam ad = {st[0], g, st[1], st[2], st[3], N, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, &gn,
+                    10.0f, 2, 0.0f, &step, bk[0], bk[1], bk[2], bk[3], 1, 1, {10}, {1}};
+    dqn_hcheck kp = {st[0], N, 0, 0, 2, -1, DQN_HSTAT_NONE, 0};
+    dqn_hcopy rb[F];
+    for (int k = 0; k < F; k++) rb[k] = (dqn_hcopy){st[k], bk[k], sizeof st[k], DQN_HCOPY_ON_ROLLBACK};
+    dqn_hplan_desc d = {.blk = blk, .step = &step, .guard_scale = 1e6f, .guard_floor = 1e3f,
+                        .decay = 0.99f, .guard_mode = 1, .checks = &kp, .n_checks = 1,
+                        .copies = rb, .n_copies = F, .commit = 1, .n_slots = 1,
+                        .rollback_slot = 0, .step_after = 1, .adam = &ad};
+    void *plan;
+    CHECK_OK(be->ops->health_plan(be, &d, &plan));
+    /* updates 7..10: healthy, a norm of 3e7 (above 1e7: skipped), a NaN norm (skipped), the fault */
+    const float norms[4] = {3.0f, 3e7f, NAN, 4.0f};
+    for (int u = 0; u < 4; u++) {
+        memcpy(before, st, sizeof st);
+        gn = norms[u];
+        int32_t skip = u == 1 || u == 2;
+        CHECK_OK(be->ops->adam_target_step(be, ref[0], g, ref[1], ref[2], ref[3], N, 1e-2f, 0.9f,
+                                           0.999f, 1e-8f, 0.01f, &gn, 10.0f, 2, 0.0f, &rstep,
+                                           &skip));
+        CHECK_OK(be->ops->health_check(be, plan));
+        CHECK(memcmp(bk, before, sizeof bk) == 0, "update %d: the backup is not the state before",
+              7 + u);
+        CHECK(step == rstep && step == 8 + (uint64_t)u, "update %d: counter %llu", 7 + u,
+              (unsigned long long)step);
+        if (u < 3)
+            CHECK(memcmp(st, ref, sizeof st) == 0, "update %d: the commit's step differs from "
+                  "adam_target_step", 7 + u);
+        else
+            CHECK(memcmp(st, before, sizeof st) == 0, "update 10: the fault was not rolled back");
+    }
+    CHECK(blk->skipped == 3 && blk->rolled_back == 1 && blk->event.slot == 0 &&
+              blk->event.update == 10 && blk->event.kind == DQN_EVENT_NAN && blk->updates == 4,
+          "skips %llu (want 3), rollbacks %llu (1), event at %lld (10)",
+          (unsigned long long)blk->skipped, (unsigned long long)blk->rolled_back,
+          (long long)blk->event.update);
+    /* detect mode counts but never skips */
+    blk->isv[1] = 10.0f;
+    be->ops->health_plan_free(be, plan);
+    d.guard_mode = 0;
+    CHECK_OK(be->ops->health_plan(be, &d, &plan));
+    memcpy(st, ref, sizeof st);   /* (the rollback left st a step behind ref) */
+    step = rstep;
+    gn = 3e7f;
+    int32_t noskip = 0;
+    CHECK_OK(be->ops->adam_target_step(be, ref[0], g, ref[1], ref[2], ref[3], N, 1e-2f, 0.9f,
+                                       0.999f, 1e-8f, 0.01f, &gn, 10.0f, 2, 0.0f, &rstep, &noskip));
+    CHECK_OK(be->ops->health_check(be, plan));
+    CHECK(memcmp(st, ref, sizeof st) == 0 && blk->skipped == 3, "detect mode skipped a step");
+    be->ops->health_plan_free(be, plan);
+    free(blk);
+    be->ops->destroy(be);
 }
 
 static void test_healthy(void) {
@@ -438,6 +515,7 @@ int main(void) {
         return 1;
     }
     test_table();
+    test_commit_optimizer();
     test_healthy();
     test_bitwise();
     test_faults();
