@@ -2,7 +2,8 @@
 # Per-kernel GPU times of the captured update (Nsight Compute, clocks left alone), for the kernel
 # notes in docs/gpu-notes.md: builds for sm_90, then profiles a few kernel launches of
 # bench_update after its warm-up for each configuration given (default: the ones below).
-# Output: $OUT (or build-gpu/profile) ncu-<config>.csv, one row per kernel node.
+# Output: $OUT (or build-gpu/profile) ncu-<config>.csv, one row per kernel node (in
+# $OUT/profile.tgz when OUT is set).
 #   CONFIGS="cuda,cartpole,guard,256 ..." SKIP=kernels to skip COUNT=kernels to profile
 set -u
 cd "$(dirname "$0")/.."
@@ -20,3 +21,7 @@ for cfg in $CONFIGS; do
       > "$LOG/ncu-$name.csv" 2> "$LOG/ncu-$name.err"
   echo "$cfg: rc $? $(grep -c gpu__time_duration "$LOG/ncu-$name.csv") kernels"
 done
+# the device tool brings back few files: one archive when run there on its own
+if [ -n "${OUT:-}" ] && [ "$LOG" = "$OUT" ] && tar -czf /tmp/profile.tgz -C "$LOG" .; then
+  find "$LOG" -mindepth 1 -delete && mv /tmp/profile.tgz "$LOG/"
+fi
