@@ -114,4 +114,17 @@ static int all_finite(const float *x, size_t n) {
 }
 
 static const char *const kind_name[4] = {"", "nan", "inf", "huge"};
+
+/* The fault runs' architectures: 0 cartpole, 1 seed, 2 seed with the bottleneck split (set for
+ * the rigs made after this); the slot table of the variant's rig. Returns the seed_model flag. */
+static int rig_fault_variant(int variant, dqn_health_table *tab) {
+    int sm = variant > 0;
+    rig_split_rows = variant == 2 ? 1 : 0;
+    dqn_arch a;
+    rig_arch(&a, sm, 0);
+    dqn_layout L;
+    CHECK_OK(dqn_layout_build(&L, &a));
+    CHECK_OK(dqn_health_table_build(tab, &L, 8, 4, 4, variant == 2));
+    return sm;
+}
 #endif

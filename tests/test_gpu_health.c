@@ -319,14 +319,8 @@ static void test_op_adam(void) {
 static void test_faults(int small) {
     int runs = 0;
     for (int variant = 0; variant < (small ? 1 : 3); variant++) {   /* 2: the bottleneck split */
-        int sm = variant > 0;
-        rig_split_rows = variant == 2 ? 1 : 0;
-        dqn_arch a;
-        rig_arch(&a, sm, 0);
-        dqn_layout L;
-        CHECK_OK(dqn_layout_build(&L, &a));
         dqn_health_table tab;
-        CHECK_OK(dqn_health_table_build(&tab, &L, 8, 4, 4, variant == 2));
+        int sm = rig_fault_variant(variant, &tab);
         for (int s = 0; s < tab.n_slots; s++)
             for (int kind = 1; kind <= (small ? 1 : 3); kind++)
                 for (int mode = DQN_HEALTH_DETECT; mode <= DQN_HEALTH_GUARD; mode++) {

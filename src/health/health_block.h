@@ -149,4 +149,16 @@ typedef struct {
     const dqn_hadam *adam;
 } dqn_hplan_desc;
 
+/* 1 if d's optimizer step (if any) is one a backend can run: a commit plan whose first check is
+ * the parameters the step writes, on the plan's counter, within the faults' room and
+ * adam_target_step's ranges. */
+static inline int dqn_hadam_ok(const dqn_hplan_desc *d) {
+    const dqn_hadam *a = d->adam;
+    return !a || (d->commit && d->n_checks >= 1 && d->checks[0].x == a->p &&
+                  d->checks[0].n == a->n && a->step && a->step == d->step && a->n_faults >= 0 &&
+                  a->n_faults <= DQN_HADAM_MAX_FAULTS && a->skip_isv < DQN_HEALTH_MAX_ISV &&
+                  a->beta1 >= 0.0f && a->beta1 < 1.0f && a->beta2 >= 0.0f && a->beta2 < 1.0f &&
+                  (a->period > 0 || (a->period == 0 && a->tau >= 0.0f && a->tau <= 1.0f)));
+}
+
 #endif

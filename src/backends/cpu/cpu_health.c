@@ -43,11 +43,10 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
             return DQN_ERR(DQN_ERR_ARG, "health_plan: check %d (slot %d) is malformed", i, c->slot);
     }
     const dqn_hadam *ad = desc->adam;
-    if (ad && !(desc->commit && desc->n_checks >= 1 && desc->checks[0].x == ad->p &&
-                desc->checks[0].n == ad->n && ad->step && ad->n_faults >= 0 &&
-                ad->n_faults <= DQN_HADAM_MAX_FAULTS && ad->skip_isv < DQN_HEALTH_MAX_ISV))
+    if (!dqn_hadam_ok(desc))
         return DQN_ERR(DQN_ERR_ARG, "health_plan: an optimizer step needs a commit plan whose "
-                                    "first check is its parameters, and at most %d faults",
+                                    "first check is its parameters, the plan's counter, at most "
+                                    "%d faults and adam_target_step's ranges",
                        DQN_HADAM_MAX_FAULTS);
     cpu_plan *p = calloc(1, sizeof *p);
     if (!p) return DQN_ERR(DQN_ERR_NOMEM, "health plan");
@@ -266,9 +265,8 @@ static dqn_status run_adam(dqn_backend *be, const dqn_hplan_desc *d, const dqn_h
     DQN_TRY(cpu_adam_target_step(be, a->p, a->g, a->m, a->v, a->target, a->n, a->lr, a->beta1,
                                  a->beta2, a->eps, a->wd, a->gnorm, a->max_norm, a->period, a->tau,
                                  a->step, &skip));
-    for (int f = 0; f < a->n_faults; f++)
-        if (st == a->fault_at[f] && a->n)
-            a->p[a->n / 2] = a->fault_kind[f] == 1 ? NAN : a->fault_kind[f] == 2 ? INFINITY : 1e30f;
+    for (int f = 0; f < a->n_faults && a->n; f++)
+        DQN_TRY(dqn_cpu_health_fault(be, a->p, a->n, &st, a->fault_at[f], a->fault_kind[f]));
     return DQN_OK;
 }
 
