@@ -216,6 +216,10 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    int major = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    const char *pdl = getenv("DQN_CUDA_PDL");   /* 0: plain launches (to compare) */
+    c->pdl = major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
     CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, CUDA_COUNTERS * sizeof(unsigned)));

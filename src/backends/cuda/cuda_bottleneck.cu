@@ -7,6 +7,7 @@
 #define RT_BATCH 16   /* relu_bwd_tausum: taus whose inputs a thread loads before storing */
 
 __global__ void k_bcast_add_act(const float *hb, float *Y, size_t B, int T, int N, int relu) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, B * (size_t)T * (size_t)N) {
         size_t r = e / (size_t)N, k = e % (size_t)N;
         float v = __fadd_rn(Y[e], hb[(r / (size_t)T) * (size_t)N + k]);
@@ -16,6 +17,7 @@ __global__ void k_bcast_add_act(const float *hb, float *Y, size_t B, int T, int 
 
 /* RT_BATCH taus' inputs are loaded before their stores: a batch costs one round trip */
 __global__ void k_relu_bwd_tausum(const float *u, float *du, float *dus, size_t B, int T, int N) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, B * (size_t)N) {
         size_t s = e / (size_t)N, k = e % (size_t)N;
         float acc = 0.0f;

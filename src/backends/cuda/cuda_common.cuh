@@ -50,6 +50,7 @@ typedef struct {
     int comm_world;
     int comm_aborted;              /* aborted after a peer failed or a wait timed out */
     double comm_timeout_s;         /* 0 = wait on peers forever */
+    int pdl;                       /* launch kernels with programmatic dependent launch */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }
@@ -84,6 +85,44 @@ const char *cuda_hint(cudaError_t e);
 
 #define CUDA_THREADS 256
 
+/* Programmatic dependent launch (sm_90): a kernel launched with it is scheduled while the kernel
+ * before it on the stream still runs, so the gap between two dependent graph nodes (launch and
+ * the completion's memory flush, about a microsecond) overlaps the first one's tail. Its blocks
+ * wait (griddepcontrol.wait) for the previous kernel's completion and memory before doing
+ * anything, then allow the next kernel to be scheduled. Every kernel of the backend starts with
+ * it: one that skipped the wait could read its inputs before they are written, and let the
+ * kernel after it start before the one before it ended. A no-op for a kernel launched plainly. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KERNEL_PROLOGUE()                                                                       \
+    asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define KERNEL_PROLOGUE()                                                                       \
+    do {                                                                                        \
+    } while (0)
+#endif
+
+/* Every kernel launch of the backend: on its stream, with programmatic dependent launch unless
+ * DQN_CUDA_PDL=0 turned it off at start-up. */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t cuda_launch(const cuda_impl *c, void (*kernel)(KArgs...), dim3 grid,
+                                      dim3 block, size_t smem, Args &&...args) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = c->pdl;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = c->stream;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
+}
+
+/* A launch inside an op function (where `c` is the backend's cuda_impl), checked. */
+#define KLAUNCH(kernel, grid, block, smem, ...)                                                 \
+    CUDA_CHECK(cuda_launch(c, kernel, grid, block, smem, __VA_ARGS__))
+
 #define GRID_STRIDE(i, n)                                                                       \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)(n);              \
          i += (size_t)gridDim.x * blockDim.x)
@@ -102,8 +141,8 @@ static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
     do {                                                                                         \
         cuda_impl *c_ = cuda_of(be);                                                             \
         if ((n) == 0) return DQN_OK;                                                             \
-        kernel<<<cuda_blocks(c_, (n), CUDA_THREADS), CUDA_THREADS, 0, c_->stream>>>(__VA_ARGS__); \
-        LAUNCH_CHECK();                                                                          \
+        CUDA_CHECK(cuda_launch(c_, kernel, cuda_blocks(c_, (n), CUDA_THREADS), CUDA_THREADS, 0,  \
+                               __VA_ARGS__));                                                    \
         return DQN_OK;                                                                           \
     } while (0)
 

@@ -3,14 +3,17 @@
 #include "backends/cuda/cuda_common.cuh"
 
 __global__ void k_fill(float *x, float v, size_t n) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(i, n) x[i] = v;
 }
 
 __global__ void k_axpy(float a, const float *x, float *y, size_t n) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(i, n) y[i] += __fmul_rn(a, x[i]);   /* no FMA: the CPU's rounding */
 }
 
 __global__ void k_relu_fwd(const float *x, float *y, size_t n) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(i, n) {
         float v = x[i];
         y[i] = v > 0.0f ? v : 0.0f;
@@ -18,10 +21,12 @@ __global__ void k_relu_fwd(const float *x, float *y, size_t n) {
 }
 
 __global__ void k_relu_bwd(const float *y, const float *dy, float *dx, size_t n) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(i, n) dx[i] = dy[i] * (float)(y[i] > 0.0f);   /* a NaN dy stays NaN, as on the CPU */
 }
 
 __global__ void k_elu_fwd(const float *x, float *y, size_t n) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(i, n) {
         float v = x[i];
         y[i] = v > 0.0f ? v : expm1f(v);
@@ -29,6 +34,7 @@ __global__ void k_elu_fwd(const float *x, float *y, size_t n) {
 }
 
 __global__ void k_elu_bwd(const float *y, const float *dy, float *dx, size_t n) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(i, n) {
         float v = y[i];
         dx[i] = dy[i] * (v > 0.0f ? 1.0f : v + 1.0f);
@@ -36,6 +42,7 @@ __global__ void k_elu_bwd(const float *y, const float *dy, float *dx, size_t n) 
 }
 
 __global__ void k_gate_fwd(const float *h, const float *g, float *r, size_t M, int d) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(i, M * (size_t)d) {
         size_t m = i / (size_t)d, j = i % (size_t)d;
         const float *gm = g + m * 2 * (size_t)d;
@@ -44,6 +51,7 @@ __global__ void k_gate_fwd(const float *h, const float *g, float *r, size_t M, i
 }
 
 __global__ void k_gate_bwd(const float *g, const float *dr, float *dh, float *dg, size_t M, int d) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(i, M * (size_t)d) {
         size_t m = i / (size_t)d, j = i % (size_t)d;
         const float *gm = g + m * 2 * (size_t)d;

@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(HF_WARPS * 32, 2)
                 const float *__restrict__ bv2, const float *__restrict__ gWa2,
                 const float *__restrict__ ba2, float *__restrict__ V, float *__restrict__ Adv,
                 float *__restrict__ Z, int R, int H, dqn_branches br, int stage) {
+    KERNEL_PROLOGUE();
     extern __shared__ float sm[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, A = br.A;
     const size_t nw = stage ? (size_t)(A + 1) * H : 0;
@@ -117,6 +118,7 @@ typedef struct {
  * memory round trip instead of one per row. */
 template <int AMAX>
 __global__ void __launch_bounds__(128) k_heads_bwd(hb_args k) {
+    KERNEL_PROLOGUE();
     extern __shared__ float sm[];
     const float *__restrict__ hva = k.hva;
     float *__restrict__ dhva = k.dhva;
@@ -209,6 +211,7 @@ __global__ void __launch_bounds__(128) k_heads_bwd(hb_args k) {
 __global__ void k_heads_bwd_sum(const float *__restrict__ part, int P, int H, int A,
                                 float *__restrict__ dWv2, float *__restrict__ dbv2,
                                 float *__restrict__ dWa2, float *__restrict__ dba2) {
+    KERNEL_PROLOGUE();
     __shared__ float red[HB_SUM_GROUPS][33];
     const int tx = threadIdx.x, ty = threadIdx.y, A1 = A + 1;
     const size_t W = (size_t)A1 * H + A1, e = (size_t)blockIdx.x * 32 + tx;
@@ -247,16 +250,8 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
     if (stage) smem += wf * sizeof(float);
     size_t want = ((size_t)R + HF_WARPS - 1) / HF_WARPS, cap = (size_t)c->sm_count * 8;
     const unsigned blocks = (unsigned)(stage && want > cap ? cap : want);
-    if (br->A <= 4)
-        k_heads_fwd<4><<<blocks, HF_WARPS * 32, smem, c->stream>>>(hva, Wv2, bv2, Wa2, ba2, V,
-                                                                    Adv, Z, R, H, *br, stage);
-    else if (br->A <= 16)
-        k_heads_fwd<16><<<blocks, HF_WARPS * 32, smem, c->stream>>>(hva, Wv2, bv2, Wa2, ba2, V,
-                                                                     Adv, Z, R, H, *br, stage);
-    else
-        k_heads_fwd<0><<<blocks, HF_WARPS * 32, smem, c->stream>>>(hva, Wv2, bv2, Wa2, ba2, V,
-                                                                    Adv, Z, R, H, *br, stage);
-    LAUNCH_CHECK();
+    auto kern = br->A <= 4 ? k_heads_fwd<4> : br->A <= 16 ? k_heads_fwd<16> : k_heads_fwd<0>;
+    KLAUNCH(kern, blocks, HF_WARPS * 32, smem, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, *br, stage);
     return DQN_OK;
 }
 
@@ -296,13 +291,9 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
     hb_args k = {hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, R, H, A, (int)chunk, c->scratch};
     dim3 grid(tiles, (unsigned)P);
     size_t smem = smem_f * sizeof(float);
-    if (amax == 4) k_heads_bwd<4><<<grid, T, smem, c->stream>>>(k);
-    else if (amax == 16) k_heads_bwd<16><<<grid, T, smem, c->stream>>>(k);
-    else k_heads_bwd<0><<<grid, T, smem, c->stream>>>(k);
-    LAUNCH_CHECK();
+    auto kern = amax == 4 ? k_heads_bwd<4> : amax == 16 ? k_heads_bwd<16> : k_heads_bwd<0>;
+    KLAUNCH(kern, grid, T, smem, k);
     dim3 sgrid((unsigned)((W + 31) / 32)), sblock(32, HB_SUM_GROUPS);
-    k_heads_bwd_sum<<<sgrid, sblock, 0, c->stream>>>(c->scratch, (int)P, H, A, dWv2, dbv2, dWa2,
-                                                     dba2);
-    LAUNCH_CHECK();
+    KLAUNCH(k_heads_bwd_sum, sgrid, sblock, 0, c->scratch, (int)P, H, A, dWv2, dbv2, dWa2, dba2);
     return DQN_OK;
 }

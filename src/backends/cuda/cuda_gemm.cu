@@ -134,6 +134,7 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
 
 /* the fallback epilogue: bias (may be NULL) then ReLU when asked */
 __global__ void k_bias_act(float *Y, const float *b, size_t M, int N, int relu) {
+    KERNEL_PROLOGUE();
     size_t total = M * (size_t)N;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
@@ -169,9 +170,7 @@ static dqn_status linear_fwd_ld(dqn_backend *be, const char *op, const float *X,
                               CUBLAS_GEMM_DEFAULT));
     if (b || relu) {
         size_t total = (size_t)M * (size_t)N;
-        k_bias_act<<<cuda_blocks(c, total, CUDA_THREADS), CUDA_THREADS, 0, c->stream>>>(
-            Y, b, (size_t)M, N, relu);
-        LAUNCH_CHECK();
+        KLAUNCH(k_bias_act, cuda_blocks(c, total, CUDA_THREADS), CUDA_THREADS, 0, Y, b, (size_t)M, N, relu);
     }
     return DQN_OK;
 }

@@ -13,6 +13,7 @@
 __global__ void k_grn_gate_ln_fwd(const float *h, const float *g, const float *gamma,
                                   const float *beta, float *r, float *y, float *mean, float *rstd,
                                   int M, int d) {
+    KERNEL_PROLOGUE();
     const int lane = threadIdx.x & 31, m = blockIdx.x * GRN_WARPS + (threadIdx.x >> 5);
     if (m >= M) return;
     const float *hm = h + (size_t)m * d, *gm = g + (size_t)m * 2 * d;
@@ -36,6 +37,7 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
                                   const float *rstd, const float *g, const float *dy, float *dres,
                                   float *dg, float *dgamma, float *dbeta, int M, int d, int chunk,
                                   float *part, unsigned *done) {
+    KERNEL_PROLOGUE();
     extern __shared__ float sm[];
     __shared__ bool last;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, W = blockDim.x >> 5;
@@ -169,9 +171,8 @@ dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(M >= 0 && d > 0, "grn_gate_ln_fwd: bad shape M=%d d=%d", M, d);
     if (M == 0) return DQN_OK;
-    k_grn_gate_ln_fwd<<<(unsigned)((M + GRN_WARPS - 1) / GRN_WARPS), GRN_WARPS * 32, 0,
-                        c->stream>>>(h, g, gamma, beta, r, y, mean, rstd, M, d);
-    LAUNCH_CHECK();
+    KLAUNCH(k_grn_gate_ln_fwd, (unsigned)((M + GRN_WARPS - 1) / GRN_WARPS), GRN_WARPS * 32, 0, h,
+            g, gamma, beta, r, y, mean, rstd, M, d);
     return DQN_OK;
 }
 
@@ -199,18 +200,8 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
     int chunk = (M + P - 1) / P;
     P = (M + chunk - 1) / chunk;   /* no empty part */
     size_t smem = (size_t)W * 2 * d * sizeof(float);
-    if (d <= 64)
-        k_grn_ln_gate_bwd<2><<<(unsigned)P, W * 32, smem, c->stream>>>(
-            r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, chunk, c->scratch,
-            c->blocks_done + 1);
-    else if (d <= 256)
-        k_grn_ln_gate_bwd<8><<<(unsigned)P, W * 32, smem, c->stream>>>(
-            r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, chunk, c->scratch,
-            c->blocks_done + 1);
-    else
-        k_grn_ln_gate_bwd<0><<<(unsigned)P, W * 32, smem, c->stream>>>(
-            r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, chunk, c->scratch,
-            c->blocks_done + 1);
-    LAUNCH_CHECK();
+    auto kern = d <= 64 ? k_grn_ln_gate_bwd<2> : d <= 256 ? k_grn_ln_gate_bwd<8> : k_grn_ln_gate_bwd<0>;
+    KLAUNCH(kern, (unsigned)P, W * 32, smem, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M,
+            d, chunk, c->scratch, c->blocks_done + 1);
     return DQN_OK;
 }

@@ -25,6 +25,7 @@ dqn_status cuda_check_branches(const dqn_branches *br) {
 
 /* one thread per (row, branch) */
 __global__ void k_dueling_fwd(const float *V, const float *Adv, float *Z, size_t R, dqn_branches br) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, R * (size_t)br.D) {
         size_t r = e / (size_t)br.D;
         int b = (int)(e % (size_t)br.D), n = br.n[b];
@@ -39,6 +40,7 @@ __global__ void k_dueling_fwd(const float *V, const float *Adv, float *Z, size_t
 
 /* one thread per row: dV sums every column, branch by branch */
 __global__ void k_dueling_bwd(const float *dZ, float *dV, float *dAdv, size_t R, dqn_branches br) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(r, R) {
         const float *g = dZ + r * (size_t)br.A;
         float *da = dAdv + r * (size_t)br.A;
@@ -60,6 +62,7 @@ __global__ void k_dueling_bwd(const float *dZ, float *dV, float *dAdv, size_t R,
  * index on ties. Shared: per warp A means. */
 __global__ void k_q_argmax(const float *__restrict__ Z, float *__restrict__ Q,
                            int32_t *__restrict__ act, int B, int K, dqn_branches br) {
+    KERNEL_PROLOGUE();
     extern __shared__ float sq[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, A = br.A;
     const int s = blockIdx.x * QA_WARPS + w;
@@ -97,6 +100,7 @@ __global__ void k_q_argmax(const float *__restrict__ Z, float *__restrict__ Q,
 /* __fmul_rn keeps R + disc * z from contracting into an FMA, as on the CPU */
 __global__ void k_targets_mean(const float *Zt, const int32_t *astar, const float *R,
                                const float *disc, float *y, size_t B, int Nt, dqn_branches br) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, B * (size_t)Nt) {
         size_t s = e / (size_t)Nt;
         const float *row = Zt + e * (size_t)br.A;
@@ -108,6 +112,7 @@ __global__ void k_targets_mean(const float *Zt, const int32_t *astar, const floa
 
 __global__ void k_targets_indep(const float *Zt, const int32_t *astar, const float *R,
                                 const float *disc, float *y, size_t B, int Nt, dqn_branches br) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, B * (size_t)br.D * (size_t)Nt) {
         size_t sb = e / (size_t)Nt, j = e % (size_t)Nt;
         size_t s = sb / (size_t)br.D;
@@ -140,9 +145,7 @@ dqn_status cuda_q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act
     const size_t smem = (size_t)QA_WARPS * (size_t)br->A * sizeof(float);
     CUDA_ARG(smem <= 48 * 1024, "q_argmax: A=%d columns, at most %d", br->A,
              48 * 1024 / (int)sizeof(float) / QA_WARPS);
-    k_q_argmax<<<(unsigned)((B + QA_WARPS - 1) / QA_WARPS), QA_WARPS * 32, smem, c->stream>>>(
-        Z, Q, act, B, K, *br);
-    LAUNCH_CHECK();
+    KLAUNCH(k_q_argmax, (unsigned)((B + QA_WARPS - 1) / QA_WARPS), QA_WARPS * 32, smem, Z, Q, act, B, K, *br);
     return DQN_OK;
 }
 

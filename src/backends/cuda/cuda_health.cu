@@ -353,6 +353,7 @@ __device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts
 }
 
 __global__ void __launch_bounds__(HT) k_health(hparams k) {
+    KERNEL_PROLOGUE();
     __shared__ hacc sh[HW];
     __shared__ bool last;
     __shared__ int decide[3];   /* event slot (-1), freeze, rollback */
@@ -625,12 +626,12 @@ dqn_status cuda_health_check(dqn_backend *be, const void *plan) {
     cuda_impl *c = cuda_of(be);
     const cuda_hplan *p = (const cuda_hplan *)plan;
     CUDA_ARG(p, "health_check: NULL plan");
-    k_health<<<p->blocks, HT, 0, c->stream>>>(p->k);
-    LAUNCH_CHECK();
+    KLAUNCH(k_health, p->blocks, HT, 0, p->k);
     return DQN_OK;
 }
 
 __global__ void k_fault(float *x, size_t n, const uint64_t *step, uint64_t at, int kind) {
+    KERNEL_PROLOGUE();
     if (*step != at) return;
     x[n / 2] = kind == 1 ? __int_as_float(0x7fc00000) : kind == 2 ? __int_as_float(0x7f800000) : 1e30f;
 }
@@ -640,8 +641,7 @@ dqn_status cuda_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(x && step && n > 0 && kind >= 1 && kind <= 3, "health_fault: x %p, n %zu, kind %d",
              (void *)x, n, kind);
-    k_fault<<<1, 1, 0, c->stream>>>(x, n, step, at, kind);
-    LAUNCH_CHECK();
+    KLAUNCH(k_fault, 1, 1, 0, x, n, step, at, kind);
     return DQN_OK;
 }
 

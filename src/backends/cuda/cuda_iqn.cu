@@ -7,6 +7,7 @@
 
 /* cos(pi k tau) in double: the float product pi*k*tau alone would be off by k ulps */
 __global__ void k_cos_embed(const float *tau, float *C, size_t R, int n_cos) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, R * (size_t)n_cos) {
         size_t r = e / (size_t)n_cos;
         int k = (int)(e % (size_t)n_cos) + 1;
@@ -15,6 +16,7 @@ __global__ void k_cos_embed(const float *tau, float *C, size_t R, int n_cos) {
 }
 
 __global__ void k_mul_bcast_fwd(const float *h, const float *phi, float *z, size_t B, int T, int d) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, B * (size_t)T * (size_t)d) {
         size_t r = e / (size_t)d, j = e % (size_t)d;
         z[e] = h[(r / (size_t)T) * (size_t)d + j] * phi[e];
@@ -23,6 +25,7 @@ __global__ void k_mul_bcast_fwd(const float *h, const float *phi, float *z, size
 
 __global__ void k_mul_bcast_bwd(const float *h, const float *phi, const float *dz, float *dh,
                                 float *dphi, size_t B, int T, int d) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, B * (size_t)d) {
         size_t s = e / (size_t)d, j = e % (size_t)d;
         float hv = h[e], acc = 0.0f;
@@ -38,6 +41,7 @@ __global__ void k_mul_bcast_bwd(const float *h, const float *phi, const float *d
 
 __global__ void k_concat_bcast_fwd(const float *z, const float *h, float *out, size_t B, int T,
                                    int d) {
+    KERNEL_PROLOGUE();
     size_t w = 2 * (size_t)d;
     GRID_STRIDE(e, B * (size_t)T * w) {
         size_t r = e / w, c = e % w;
@@ -46,6 +50,7 @@ __global__ void k_concat_bcast_fwd(const float *z, const float *h, float *out, s
 }
 
 __global__ void k_concat_bcast_bwd(const float *dout, float *dz, float *dh, size_t B, int T, int d) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, B * (size_t)d) {
         size_t s = e / (size_t)d, j = e % (size_t)d;
         float acc = dh[e];
@@ -94,6 +99,7 @@ dqn_status cuda_concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, 
 /* z = h * phi and, with cat, cat = [z, h]: one pass instead of two */
 __global__ void k_iqn_fwd(const float *h, const float *phi, float *z, float *cat, size_t B, int T,
                           int d) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, B * (size_t)T * (size_t)d) {
         size_t r = e / (size_t)d, j = e % (size_t)d;
         float hv = h[(r / (size_t)T) * (size_t)d + j], v = hv * phi[e];
@@ -110,6 +116,7 @@ __global__ void k_iqn_fwd(const float *h, const float *phi, float *z, float *cat
  * IQ_BATCH taus' inputs are loaded before their stores, so a batch costs one round trip. */
 __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, float *dz, float *dh,
                           float *dphi, size_t B, int T, int d) {
+    KERNEL_PROLOGUE();
     const size_t D2 = 2 * (size_t)d;
     GRID_STRIDE(e, B * (size_t)d) {
         size_t s = e / (size_t)d, j = e % (size_t)d;

@@ -29,6 +29,7 @@ __global__ void k_quantile_huber(const float *Z, const float *tau, const int32_t
                                  const float *y, const float *w, float *dZ, float *per_sample,
                                  double *weighted, int B, int N, int Nt, dqn_branches br, int mode,
                                  float kappa, double inv_k) {
+    KERNEL_PROLOGUE();
     extern __shared__ double shd[];
     double *red = shd;                                  /* [QH_THREADS] */
     float *grad = (float *)(red + QH_THREADS);          /* [D*N] */
@@ -73,6 +74,7 @@ __global__ void k_quantile_huber(const float *Z, const float *tau, const int32_t
 }
 
 __global__ void k_loss_final(const double *weighted, int B, float *loss_out) {
+    KERNEL_PROLOGUE();
     __shared__ double red[QH_FINAL_THREADS];
     int tid = threadIdx.x;
     double acc = 0.0;
@@ -104,10 +106,7 @@ dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau
     int e2;
     const double inv_k = frexp((double)kappa, &e2) == 0.5 ? 1.0 / (double)kappa : 0.0;
     double *weighted = (double *)c->scratch;
-    k_quantile_huber<<<(unsigned)B, QH_THREADS, smem, c->stream>>>(
-        Z, tau, act, y, w, dZ, per_sample, weighted, B, N, Nt, *br, (int)mode, kappa, inv_k);
-    LAUNCH_CHECK();
-    k_loss_final<<<1, QH_FINAL_THREADS, 0, c->stream>>>(weighted, B, loss_out);
-    LAUNCH_CHECK();
+    KLAUNCH(k_quantile_huber, (unsigned)B, QH_THREADS, smem, Z, tau, act, y, w, dZ, per_sample, weighted, B, N, Nt, *br, (int)mode, kappa, inv_k);
+    KLAUNCH(k_loss_final, 1, QH_FINAL_THREADS, 0, weighted, B, loss_out);
     return DQN_OK;
 }

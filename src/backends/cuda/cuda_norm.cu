@@ -6,6 +6,7 @@
 
 __global__ void k_layernorm_fwd(const float *x, const float *gamma, const float *beta, float *y,
                                 float *mean, float *rstd, int M, int d) {
+    KERNEL_PROLOGUE();
     int lane = threadIdx.x & 31;
     int m = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
     if (m >= M) return;
@@ -22,6 +23,7 @@ __global__ void k_layernorm_fwd(const float *x, const float *gamma, const float 
 
 __global__ void k_layernorm_bwd_dx(const float *x, const float *gamma, const float *mean,
                                    const float *rstd, const float *dy, float *dx, int M, int d) {
+    KERNEL_PROLOGUE();
     int lane = threadIdx.x & 31;
     int m = blockIdx.x * LN_WARPS + (threadIdx.x >> 5);
     if (m >= M) return;
@@ -41,9 +43,7 @@ dqn_status cuda_layernorm_fwd(dqn_backend *be, const float *x, const float *gamm
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(M >= 0 && d > 0, "layernorm_fwd: bad shape M=%d d=%d", M, d);
     if (M == 0) return DQN_OK;
-    k_layernorm_fwd<<<(unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0, c->stream>>>(
-        x, gamma, beta, y, mean, rstd, M, d);
-    LAUNCH_CHECK();
+    KLAUNCH(k_layernorm_fwd, (unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0, x, gamma, beta, y, mean, rstd, M, d);
     return DQN_OK;
 }
 
@@ -54,9 +54,7 @@ dqn_status cuda_layernorm_bwd(dqn_backend *be, const float *x, const float *gamm
     CUDA_ARG(M >= 0 && d > 0, "layernorm_bwd: bad shape M=%d d=%d", M, d);
     CUDA_ARG(dgamma && dbeta, "layernorm_bwd: dgamma and dbeta must be non-NULL");
     if (M > 0 && dx) {
-        k_layernorm_bwd_dx<<<(unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0,
-                             c->stream>>>(x, gamma, mean, rstd, dy, dx, M, d);
-        LAUNCH_CHECK();
+        KLAUNCH(k_layernorm_bwd_dx, (unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0, x, gamma, mean, rstd, dy, dx, M, d);
     }
     return cuda_colsum(c, dy, M, d, x, mean, rstd, dgamma, dbeta);
 }

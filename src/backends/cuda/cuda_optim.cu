@@ -21,6 +21,7 @@ __device__ __forceinline__ double block_sum_d(double v, double *red) {
  * in double, as on the CPU: a float sum overflows once |x| passes ~1e19. */
 __global__ void k_l2_norms(const float *x0, size_t n0, const float *x1, size_t n1, double *part,
                            unsigned *done, float *out) {
+    KERNEL_PROLOGUE();
     __shared__ double red[CUDA_THREADS];
     __shared__ bool last;
     double acc0 = 0.0, acc1 = 0.0;
@@ -48,6 +49,7 @@ __global__ void k_l2_norms(const float *x0, size_t n0, const float *x1, size_t n
 }
 
 __global__ void k_clip(float *x, size_t n, const float *norm, float max_norm) {
+    KERNEL_PROLOGUE();
     float sc = clip_scale(norm, max_norm);
     if (sc == 1.0f) return;
     GRID_STRIDE(i, n) x[i] *= sc;
@@ -56,6 +58,7 @@ __global__ void k_clip(float *x, size_t n, const float *norm, float max_norm) {
 __global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                        float beta2, float eps, float wd, const float *gnorm, float max_norm,
                        const uint64_t *step, const int32_t *skip) {
+    KERNEL_PROLOGUE();
     if (skip && *skip != 0) return;
     float sc = clip_scale(gnorm, max_norm);
     double t = (double)(*step + 1);
@@ -75,23 +78,24 @@ __global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, f
 
 __global__ void k_target_hard(float *dst, const float *src, size_t n, int period,
                               const uint64_t *step) {
+    KERNEL_PROLOGUE();
     if ((*step + 1) % (uint64_t)period != 0) return;
     GRID_STRIDE(i, n) dst[i] = src[i];
 }
 
 __global__ void k_target_polyak(float *dst, const float *src, size_t n, float tau) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(i, n) dst[i] = tau * src[i] + (1.0f - tau) * dst[i];
 }
 
-__global__ void k_step_incr(uint64_t *step) { *step += 1; }
+__global__ void k_step_incr(uint64_t *step) {
+    KERNEL_PROLOGUE(); *step += 1; }
 
 dqn_status cuda_l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(out && (x || n == 0), "l2_norm: NULL pointer");
     unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* <= 16 per SM, far below the scratch */
-    k_l2_norms<<<P, CUDA_THREADS, 0, c->stream>>>(x, n, NULL, 0, (double *)c->scratch,
-                                                  c->blocks_done, out);
-    LAUNCH_CHECK();
+    KLAUNCH(k_l2_norms, P, CUDA_THREADS, 0, x, n, nullptr, 0, (double *)c->scratch, c->blocks_done, out);
     return DQN_OK;
 }
 
@@ -100,9 +104,7 @@ dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const floa
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(norms && (x0 || n0 == 0) && x1, "l2_norm2: NULL pointer");
     unsigned P = cuda_blocks(c, n0 > n1 ? n0 : n1, CUDA_THREADS);
-    k_l2_norms<<<P, CUDA_THREADS, 0, c->stream>>>(x0, n0, x1, n1, (double *)c->scratch,
-                                                  c->blocks_done, norms);
-    LAUNCH_CHECK();
+    KLAUNCH(k_l2_norms, P, CUDA_THREADS, 0, x0, n0, x1, n1, (double *)c->scratch, c->blocks_done, norms);
     return DQN_OK;
 }
 
@@ -137,8 +139,7 @@ dqn_status cuda_target_update(dqn_backend *be, float *dst, const float *src, siz
 dqn_status cuda_step_incr(dqn_backend *be, uint64_t *step) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(step, "step_incr: step is NULL");
-    k_step_incr<<<1, 1, 0, c->stream>>>(step);
-    LAUNCH_CHECK();
+    KLAUNCH(k_step_incr, 1, 1, 0, step);
     return DQN_OK;
 }
 
@@ -150,6 +151,7 @@ __global__ void k_adam_target_step(float *p, const float *g, float *m, float *v,
                                    float wd, const float *gnorm, float max_norm, int period,
                                    float tau, uint64_t *step, const int32_t *skip,
                                    unsigned *done) {
+    KERNEL_PROLOGUE();
     __shared__ bool last;
     const uint64_t st = *(volatile const uint64_t *)step;
     const bool adam = !(skip && *skip != 0);
@@ -191,9 +193,6 @@ dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, floa
              "adam_target_step: period=%d, tau=%g (period >= 0; tau in [0, 1] when 0)", period,
              (double)tau);
     unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* one block even for n = 0: the step rises */
-    k_adam_target_step<<<P, CUDA_THREADS, 0, c->stream>>>(p, g, m, v, target, n, lr, beta1, beta2,
-                                                          eps, wd, gnorm, max_norm, period, tau,
-                                                          step, skip, c->blocks_done);
-    LAUNCH_CHECK();
+    KLAUNCH(k_adam_target_step, P, CUDA_THREADS, 0, p, g, m, v, target, n, lr, beta1, beta2, eps, wd, gnorm, max_norm, period, tau, step, skip, c->blocks_done);
     return DQN_OK;
 }

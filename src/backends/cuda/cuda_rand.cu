@@ -6,18 +6,21 @@
 
 __global__ void k_rand_uniform(float *out, size_t n, uint64_t seed, uint32_t stream,
                                const uint64_t *step, uint64_t stride) {
+    KERNEL_PROLOGUE();
     uint64_t base = *step * stride;
     GRID_STRIDE(j, n) out[j] = dqn_philox_uniform(seed, stream, base + j);
 }
 
 __global__ void k_rand_index(int32_t *idx, size_t n, uint64_t seed, uint32_t stream,
                              const uint64_t *step, uint64_t stride, const uint32_t *size) {
+    KERNEL_PROLOGUE();
     uint64_t base = *step * stride;
     uint32_t sz = *size;
     GRID_STRIDE(j, n) idx[j] = (int32_t)dqn_philox_below(seed, stream, base + j, sz);
 }
 
 __global__ void k_gather_f32(const float *src, const int32_t *idx, float *dst, size_t n, int row_len) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, n * (size_t)row_len) {
         size_t j = e / (size_t)row_len, k = e % (size_t)row_len;
         dst[e] = src[(size_t)idx[j] * (size_t)row_len + k];
@@ -26,6 +29,7 @@ __global__ void k_gather_f32(const float *src, const int32_t *idx, float *dst, s
 
 __global__ void k_gather_i32(const int32_t *src, const int32_t *idx, int32_t *dst, size_t n,
                              int row_len) {
+    KERNEL_PROLOGUE();
     GRID_STRIDE(e, n * (size_t)row_len) {
         size_t j = e / (size_t)row_len, k = e % (size_t)row_len;
         dst[e] = src[(size_t)idx[j] * (size_t)row_len + k];
@@ -62,12 +66,14 @@ static size_t sample_items(const dqn_sample_src *s, int B) {
 
 __global__ void k_sample_batch(dqn_sample_src s, dqn_sample_dst d, size_t B, uint64_t seed,
                                const uint64_t *step) {
+    KERNEL_PROLOGUE();
     uint64_t base = *step * (uint64_t)B;
     uint32_t sz = *s.size;
     GRID_STRIDE(e, B * (2 * (size_t)s.obs_dim + (size_t)s.D + 2)) sample_item(s, d, e, seed, base, sz);
 }
 
 __global__ void k_rand_uniform_multi(dqn_draws dr, size_t total, uint64_t seed, const uint64_t *step) {
+    KERNEL_PROLOGUE();
     uint64_t t = *step;
     GRID_STRIDE(e, total) draw_item(dr, e, seed, t);
 }
@@ -75,6 +81,7 @@ __global__ void k_rand_uniform_multi(dqn_draws dr, size_t total, uint64_t seed, 
 /* the sample's items first, then the draws' */
 __global__ void k_sample_draws(dqn_sample_src s, dqn_sample_dst d, size_t B, size_t n_sample,
                                dqn_draws dr, size_t n_draws, uint64_t seed, const uint64_t *step) {
+    KERNEL_PROLOGUE();
     uint64_t t = *step, base = t * (uint64_t)B;
     uint32_t sz = *s.size;
     GRID_STRIDE(e, n_sample + n_draws) {

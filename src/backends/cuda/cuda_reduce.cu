@@ -12,6 +12,7 @@
 __global__ void k_colsum(const float *A, int M, int N, int chunk, const float *x, const float *mean,
                          const float *rstd, float *part0, float *part1, unsigned *done,
                          float *out0, float *out1) {
+    KERNEL_PROLOGUE();
     __shared__ float s0[CS_ROWS][CS_COLS + 1], s1[CS_ROWS][CS_COLS + 1];
     __shared__ bool last;
     int tx = threadIdx.x, ty = threadIdx.y;
@@ -89,8 +90,6 @@ dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *
         return DQN_ERR(DQN_ERR_UNSUPPORTED, "column sum: %d columns exceed the %d counters", N,
                        CUDA_COUNTERS - 1);
     dim3 grid(strips, (unsigned)P), block(CS_COLS, CS_ROWS);
-    k_colsum<<<grid, block, 0, c->stream>>>(A, M, N, chunk, out0 ? x : NULL, mean, rstd, part0,
-                                            part1, c->blocks_done + 1, out0, out1);
-    LAUNCH_CHECK();
+    KLAUNCH(k_colsum, grid, block, 0, A, M, N, chunk, out0 ? x : NULL, mean, rstd, part0, part1, c->blocks_done + 1, out0, out1);
     return DQN_OK;
 }
