@@ -3,9 +3,10 @@
 # GPU op tests (small shapes), the benchmarks (ours and the PyTorch peer in the same run, the
 # health subsystem's overhead). Logs go to $OUT when set (else build-gpu/check-logs); a short table
 # comes last. Exits non-zero if any step failed.
-#   PARTS="tests san bench torch extra prof" (default: all but prof) picks the parts; SAN_TIMEOUT
+#   PARTS="tests san bench torch extra prof ab" (default: all but prof and ab) picks the parts; SAN_TIMEOUT
 #   (s) per sanitizer run; BS the batch sizes of the update benchmark; prof runs
-#   scripts/gpu-profile.sh (per-kernel times under Nsight Compute) into the logs.
+#   scripts/gpu-profile.sh (per-kernel times under Nsight Compute) into the logs; ab compares
+#   runtime switches (AB_VARS, AB_RUNS, below).
 set -u
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/cuda/bin NCCL_NVLS_ENABLE=0
@@ -71,6 +72,30 @@ if has bench && [ -x $BUILD/bench/bench_update ]; then
   done
   row bench_update ok "$(grep -c '^update' "$LOG/bench.txt") configs, $(grep -c '^update' "$LOG/bench-health.txt") health"
 fi
+# A/B of a runtime switch, interleaved twice in the same run: AB_VARS (each a VAR=value) over
+# AB_RUNS (device,model,health), at the batch sizes BS; rows tagged with the setting
+if has ab && [ -x $BUILD/bench/bench_update ]; then
+  AB_VARS=${AB_VARS:-DQN_CUDA_PDL=0 DQN_CUDA_PDL=1}
+  AB_RUNS=${AB_RUNS:-cuda,cartpole,off cuda,seed,off cuda,cartpole,guard cuda,seed,guard}
+  for rep in 1 2; do
+    for r in $AB_RUNS; do
+      IFS=, read -r dev model h <<<"$r"
+      for v in $AB_VARS; do
+        env "$v" $BUILD/bench/bench_update "$dev" "$model" "$h" $BS 2>&1 | sed "s/^update/update [$v]/"
+      done
+    done
+  done > "$LOG/bench-ab.txt"
+  row bench-ab ok "$(grep -c '^update' "$LOG/bench-ab.txt") rows"
+fi
+# the composed update graphs as DOT (nodes, kernels, edge types), cartpole and seed, health off
+if has dot && [ -x $BUILD/bench/bench_update ]; then
+  for model in cartpole seed; do
+    for b in 32 4096; do
+      DQN_GRAPH_DOT="$LOG/graph-$model-$b.dot" $BUILD/bench/bench_update cuda $model off $b > /dev/null 2>&1
+    done
+  done
+  row graph-dot ok "$(ls "$LOG"/graph-*.dot 2>/dev/null | wc -l) graphs"
+fi
 if has torch && [ -f bench/torch_update.py ] && python3 -c 'import torch' 2>/dev/null; then
   for math in fp32 tf32; do
     for model in cartpole seed; do
@@ -95,7 +120,7 @@ if has extra; then
   done
 fi
 grep -hE '^(update|torch|multigpu|market)' "$LOG/bench.txt" "$LOG/bench-health.txt" \
-    "$LOG"/extra-*.txt 2>/dev/null || true
+    "$LOG/bench-ab.txt" "$LOG"/extra-*.txt 2>/dev/null || true
 
 # on the device machine every log goes back as one archive (the tool brings back 8 files)
 cp $BUILD/test-logs/*.log "$LOG/" 2>/dev/null

@@ -3,6 +3,8 @@
  * modes refuse; the ops themselves never allocate or sync. */
 #include "backends/cuda/cuda_common.cuh"
 
+#include <stdlib.h>
+
 dqn_status cuda_capture_begin(dqn_backend *be) {
     CUDA_CHECK(cudaStreamBeginCapture(cuda_of(be)->stream, cudaStreamCaptureModeRelaxed));
     return DQN_OK;
@@ -28,6 +30,9 @@ static dqn_status compose(cudaGraph_t parent, void *const *children, int n, cuda
                                               (cudaGraph_t)children[i]));
         prev = node;
     }
+    /* DQN_GRAPH_DOT=FILE: the composed graph (nodes, kernels, edge types) for inspection */
+    const char *dot = getenv("DQN_GRAPH_DOT");
+    if (dot && *dot) CUDA_CHECK(cudaGraphDebugDotPrint(parent, dot, cudaGraphDebugDotFlagsVerbose));
     CUDA_CHECK(cudaGraphInstantiate(exec, parent, 0));
     return DQN_OK;
 }
