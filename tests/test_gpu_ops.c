@@ -19,6 +19,9 @@
 
 #define TOL_EW 1e-5    /* elementwise */
 #define TOL_RED 1e-4   /* GEMM-based and reductions */
+#define TOL_TF32 5e-3  /* GEMMs of the TF32 backend (inputs rounded to 10 bits) */
+/* heads_fwd's HF_GEMM_ROWS (cuda_fused_heads.cu): from here cuBLAS GEMMs and a combine kernel */
+#define HEADS_GEMM_ROWS 16384
 
 static dqn_backend *gpu, *gpu_tf32, *cpu;
 static uint64_t draw;   /* input draws never repeat within the run */
@@ -184,7 +187,7 @@ static void test_linear(int M, int K, int N, int off, int timed) {
         poison(Y.g, Y.n * sizeof(float));
         CHECK_OK(gpu_tf32->ops->linear_fwd(gpu_tf32, X.g, W.g, b.g, Y.g, M, K, N));
         CHECK_OK(gpu_tf32->ops->sync(gpu_tf32));
-        double e = expect_f("linear_fwd (tf32 backend)", Y, 5e-3);
+        double e = expect_f("linear_fwd (tf32 backend)", Y, TOL_TF32);
         CHECK(e > e32, "tf32 error %.2e not above fp32's %.2e: TF32 not in use?", e, e32);
     }
     vf Ynb = out_f((size_t)M * N);
@@ -751,11 +754,48 @@ static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, in
     vf hva = in_relu((size_t)R * 2 * H), Wv2 = in_f((size_t)H, -1, 1), bv2 = in_f(1, -1, 1);
     vf Wa2 = in_f((size_t)A * H, -1, 1), ba2 = in_f((size_t)A, -1, 1);
     vf V = out_f((size_t)R), Adv = out_f((size_t)R * A), Z = out_f((size_t)R * A);
+    const int gemm = R >= HEADS_GEMM_ROWS;
     CPU(heads_fwd, hva.c, Wv2.c, bv2.c, Wa2.c, ba2.c, V.c, Adv.c, Z.c, R, H, &br);
     CHECK_OK(gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g, Z.g, R, H, &br));
-    expect_f("heads_fwd V", V, TOL_RED);
-    expect_f("heads_fwd Adv", Adv, TOL_RED);
-    expect_f("heads_fwd Z", Z, TOL_RED);
+    printf("  heads_fwd path: %s\n", gemm ? "cuBLAS GEMMs + combine" : "warp kernel");
+    vf fo[3] = {V, Adv, Z};
+    const char *fname[3] = {"V", "Adv", "Z"};
+    double e32[3];
+    float *snap[3];
+    char w[96];
+    for (int i = 0; i < 3; i++) {
+        snprintf(w, sizeof w, "heads_fwd %s", fname[i]);
+        e32[i] = expect_f(w, fo[i], TOL_RED);
+        /* true fp32 on the fp32 backend: TF32 would be about 1e-4 off at these H */
+        if (gemm)
+            CHECK(e32[i] < 1e-5, "fp32 heads_fwd %s error %.2e looks like TF32", fname[i], e32[i]);
+        snap[i] = fetch(fo[i].g, fo[i].n * sizeof(float));
+        poison(fo[i].g, fo[i].n * sizeof(float));
+    }
+    CHECK_OK(gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g, Z.g, R, H, &br));
+    for (int i = 0; i < 3; i++) {
+        snprintf(w, sizeof w, "heads_fwd %s", fname[i]);
+        expect_same_bits(w, fo[i].g, snap[i], fo[i].n * sizeof(float));
+        poison(fo[i].g, fo[i].n * sizeof(float));
+    }
+    /* the TF32 backend: its GEMM path takes the backend's math; the warp kernel is fp32 in
+     * either, so below the threshold the bits must equal the fp32 backend's */
+    CHECK_OK(gpu_tf32->ops->heads_fwd(gpu_tf32, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g, Z.g,
+                                      R, H, &br));
+    CHECK_OK(gpu_tf32->ops->sync(gpu_tf32));
+    for (int i = 0; i < 3; i++) {
+        snprintf(w, sizeof w, "heads_fwd %s (tf32 backend)", fname[i]);
+        if (!gemm) {
+            expect_same_bits(w, fo[i].g, snap[i], fo[i].n * sizeof(float));
+        } else {
+            double e = expect_f(w, fo[i], TOL_TF32);
+            /* cuBLAS may keep an N = 1 or N = A GEMM off the tensor cores: reported, not required */
+            printf("  %-44s %s\n", "  (TF32 in use)", e > e32[i] ? "yes" : "no: cuBLAS chose fp32");
+        }
+        free(snap[i]);
+    }
+    /* the outputs as the fp32 backend left them, for the timings below */
+    CHECK_OK(gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g, Z.g, R, H, &br));
 
     vf dV = in_f((size_t)R, -1, 1), dAdv = in_f((size_t)R * A, -1, 1), norms = out_f(2);
     CPU(l2_norm2, dV.c, dV.n, dAdv.c, dAdv.n, norms.c);
@@ -793,6 +833,9 @@ static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, in
     if (timed) {
         TIME_GPU("heads_fwd", gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g,
                                                   Adv.g, Z.g, R, H, &br));
+        TIME_ON(gpu_tf32, "heads_fwd tf32",
+                gpu_tf32->ops->heads_fwd(gpu_tf32, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g,
+                                         Z.g, R, H, &br));
         TIME_GPU("l2_norm2", gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
         TIME_GPU("heads_bwd", gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g,
                                                   max_norm, dhva.g, dWv2.g, dbv2.g, dWa2.g,
@@ -1026,15 +1069,16 @@ static void test_fused_graph(void) {
 
 /* ---- the model's whole update: captured into one graph on CUDA, replayed, against the CPU ---- */
 
-static void test_model_update(int bottleneck, dqn_target_mode mode, int split) {
-    printf("model update x3 (graph capture + 2 replays): bottleneck %d%s, %s targets\n", bottleneck,
-           split ? " (split)" : "", mode == DQN_TARGET_MEAN ? "mean" : "independent");
+static void test_model_update(int bottleneck, dqn_target_mode mode, int split, int B, int T) {
+    printf("model update x3 (graph capture + 2 replays): B=%d N=K=Nt=%d, bottleneck %d%s, %s "
+           "targets\n", B, T, bottleneck, split ? " (split)" : "",
+           mode == DQN_TARGET_MEAN ? "mean" : "independent");
     const int sizes[3] = {3, 5, 5}, cap = 500, obs = 6, D = 3;
     dqn_arch a = {.obs_dim = obs, .d = 32, .grn_blocks = 2, .n_cos = 16, .bottleneck = bottleneck,
                   .head_hidden = 32};
     dqn_branches_init(&a.br, D, sizes);
     /* eps well above gradient rounding: Adam's sign-like first steps must not amplify it */
-    dqn_update_cfg u = {.B = 64, .N = 8, .Nt = 8, .K = 8, .mode = mode, .kappa = 1.0f,
+    dqn_update_cfg u = {.B = B, .N = T, .Nt = T, .K = T, .mode = mode, .kappa = 1.0f,
                         .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-4f,
                         .weight_decay = 0.01f, .grad_clip = 10.0f, .head_grad_clip = 5.0f,
                         .target_period = 2, .tau_target = 0.0f, .seed = 7,
@@ -1218,11 +1262,17 @@ int main(void) {
     if (full) test_rand(131072, 1);
     test_graph();
     /* fused ops (issue 3); A = 23 > 16 takes heads_bwd's shared-memory accumulators */
-    const int br_wide[4] = {7, 5, 6, 5};
+    const int br_wide[4] = {7, 5, 6, 5}, br60[2] = {40, 20};
     test_fused_heads(37, 13, 1, br2, 0, 0);
     test_fused_heads(301, 70, 3, br355, 1, 0);
     test_fused_heads(129, 33, 4, br_wide, 1, 0);
     test_fused_heads(9001, 130, 3, br355, 1, 0);   /* two column tiles, parts of several stages */
+    /* heads_fwd's GEMM path: a partial last combine block; A = 23 (wide) and A = 2 (even) */
+    test_fused_heads(HEADS_GEMM_ROWS + 37, 256, 3, br355, 1, 0);
+    test_fused_heads(HEADS_GEMM_ROWS + 1, 33, 4, br_wide, 0, 0);
+    test_fused_heads(HEADS_GEMM_ROWS, 64, 1, br2, 0, 0);
+    test_fused_heads(HEADS_GEMM_ROWS + 5, 40, 2, br60, 0, 0);   /* A = 60: 192 rows a combine block */
+    test_fused_heads(HEADS_GEMM_ROWS - 1, 64, 1, br2, 0, 0);   /* the warp kernel's last R */
     if (full) test_fused_heads(262144, 64, 1, br2, 1, 1);
     if (full) test_fused_heads(131072, 256, 3, br355, 1, 1);
     test_fused_grn(37, 13, 0);
@@ -1237,9 +1287,12 @@ int main(void) {
     test_fused_split(300, 8, 48, 20, 0);
     if (full) test_fused_split(4096, 32, 256, 128, 1);
     test_fused_graph();
-    test_model_update(24, DQN_TARGET_MEAN, 0);
-    test_model_update(24, DQN_TARGET_INDEPENDENT, 1);
-    test_model_update(0, DQN_TARGET_INDEPENDENT, 0);
+    test_model_update(24, DQN_TARGET_MEAN, 0, 64, 8);
+    test_model_update(24, DQN_TARGET_INDEPENDENT, 1, 64, 8);
+    test_model_update(0, DQN_TARGET_INDEPENDENT, 0, 64, 8);
+    /* the joint online pass of 2 B N rows takes heads_fwd's GEMM path, the target pass (B Nt) the
+     * warp kernel */
+    if (full) test_model_update(24, DQN_TARGET_MEAN, 0, HEADS_GEMM_ROWS / 32, 16);
     if (full) time_model_updates();
     test_errors();
 

@@ -255,6 +255,9 @@ dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, 
 dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
                            float *dX, float *dW, float *db, int M, int K, int N);
 void cuda_gemm_release(cuda_impl *c);
+/* Y[M,N] = X[M,K] W[N,K]^T, X's rows ldx floats apart, no bias (cuda_gemm.cu) */
+dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, float *Y, int M,
+                         int K, int N);
 
 dqn_status cuda_fill(dqn_backend *be, float *x, float v, size_t n);
 dqn_status cuda_axpy(dqn_backend *be, float a, const float *x, float *y, size_t n);

@@ -1,105 +1,137 @@
 /* The dueling heads after the stacked hidden layer hva [R, 2H] (value hidden in columns 0:H,
  * advantage hidden in H:2H), fused (issue 3): the forward (v2, a2 and the dueling combine) is one
- * kernel, and the backward from dV, dAdv (the head-gradient clip, the v2/a2 input gradients
- * through the ReLUs, and the v2/a2 parameter gradients) is two: the parameter gradients are sums
- * over rows, partial sums per row part in scratch, then a second kernel adds the parts in a
- * fixed order (no atomics, no counters), so replays are bit-identical. */
+ * kernel, or at large R two cuBLAS GEMMs over the column halves and a combine kernel, and the
+ * backward from dV, dAdv (the head-gradient clip, the v2/a2 input gradients through the ReLUs,
+ * and the v2/a2 parameter gradients) is two: the parameter gradients are sums over rows, partial
+ * sums per row part in scratch, then a second kernel adds the parts in a fixed order (no atomics,
+ * no counters), so replays are bit-identical. */
 #include "backends/cuda/cuda_common.cuh"
 
 #define HF_WARPS 8      /* heads_fwd: rows per block, one warp each */
 #define HF_NJ 8         /* heads_fwd: a lane's row elements in registers at once */
 #define HB_RB 16        /* heads_bwd: rows whose gradients are staged in shared memory at once */
-#define HB_MAX_BLOCKS 512   /* heads_bwd: rows per part double until tiles x parts fit (~1.3 waves) */
+#define HB_MAX_BLOCKS 256   /* heads_bwd: rows per part double until tiles x parts fit (one wave) */
 #define HB_SUM_GROUPS 16    /* heads_bwd_sum: threads that share one element's parts */
 #define SMEM_FLOATS 12288   /* the 48 KiB of shared memory a launch gets without opting in */
+/* heads_fwd from this many rows: 2 GEMMs + combine (3 nodes) beat the warp kernel's per-row work */
+#define HF_GEMM_ROWS 16384
+#define HC_ROWS 256         /* heads_combine: rows per block (fewer when A is wide) */
 
-/* One warp per row (rows in a grid-stride loop): the 1 + A dot products of length H as warp sums,
- * then the dueling combine with each branch's mean summed in double in the CPU's order. With
- * A <= AMAX the row is read once and the A + 1 sums run side by side (each lane's products in j
- * order, then the butterfly: the same rounding as one dot at a time); AMAX 0 takes them one after
- * another. With `stage`, the block first copies v2's and a2's weights to shared memory, which
- * every row reads (at large R, re-reading them through L1 for each row cost 4x the row's bytes).
- * Shared: the staged weights [(A + 1) H], then per warp A advantages and D branch means. */
+/* One warp per row: the 1 + A dot products of length H as warp sums, then the dueling combine
+ * with each branch's mean summed in double in the CPU's order. With A <= AMAX the row is read
+ * once and the A + 1 sums run side by side (each lane's products in j order, then the butterfly:
+ * the same rounding as one dot at a time); AMAX 0 takes them one after another. Shared: per warp
+ * A advantages and D branch means. */
 template <int AMAX>
 __global__ void __launch_bounds__(HF_WARPS * 32, 2)
-    k_heads_fwd(const float *__restrict__ hva, const float *__restrict__ gWv2,
-                const float *__restrict__ bv2, const float *__restrict__ gWa2,
+    k_heads_fwd(const float *__restrict__ hva, const float *__restrict__ Wv2,
+                const float *__restrict__ bv2, const float *__restrict__ Wa2,
                 const float *__restrict__ ba2, float *__restrict__ V, float *__restrict__ Adv,
-                float *__restrict__ Z, int R, int H, dqn_branches br, int stage) {
+                float *__restrict__ Z, int R, int H, dqn_branches br) {
     KERNEL_PROLOGUE();
     extern __shared__ float sm[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, A = br.A;
-    const size_t nw = stage ? (size_t)(A + 1) * H : 0;
-    for (size_t e = threadIdx.x; e < nw; e += blockDim.x)
-        sm[e] = e < (size_t)H ? gWv2[e] : gWa2[e - H];
-    __syncthreads();
-    const float *Wv2 = stage ? sm : gWv2, *Wa2 = stage ? sm + H : gWa2;
-    float *sadv = sm + nw + w * (A + br.D), *smean = sadv + A;
-    for (int r = blockIdx.x * HF_WARPS + w; r < R; r += gridDim.x * HF_WARPS) {
-        const float *hv = hva + (size_t)r * 2 * H, *ha = hv + H;
-        float s = 0.0f, v;
-        if constexpr (AMAX > 0) {
-            float t[AMAX];
-    #pragma unroll
-            for (int a = 0; a < AMAX; a++) t[a] = 0.0f;
-            for (int j0 = lane; j0 < H; j0 += 32 * HF_NJ) {
-                float x[HF_NJ], y[HF_NJ];   /* loaded before use: one round trip per HF_NJ */
-    #pragma unroll
-                for (int i = 0; i < HF_NJ; i++) {
-                    const int j = j0 + 32 * i;
-                    x[i] = j < H ? hv[j] : 0.0f;
-                    y[i] = j < H ? ha[j] : 0.0f;
-                }
-    #pragma unroll
-                for (int i = 0; i < HF_NJ; i++) {
-                    const int j = j0 + 32 * i;
-                    if (j >= H) break;
-                    s += x[i] * Wv2[j];
-    #pragma unroll
-                    for (int a = 0; a < AMAX; a++)
-                        if (a < A) t[a] += y[i] * Wa2[(size_t)a * H + j];
-                }
+    float *sadv = sm + w * (A + br.D), *smean = sadv + A;
+    const int r = blockIdx.x * HF_WARPS + w;
+    if (r >= R) return;
+    const float *hv = hva + (size_t)r * 2 * H, *ha = hv + H;
+    float s = 0.0f, v;
+    if constexpr (AMAX > 0) {
+        float t[AMAX];
+#pragma unroll
+        for (int a = 0; a < AMAX; a++) t[a] = 0.0f;
+        for (int j0 = lane; j0 < H; j0 += 32 * HF_NJ) {
+            float x[HF_NJ], y[HF_NJ];   /* loaded before use: one round trip per HF_NJ */
+#pragma unroll
+            for (int i = 0; i < HF_NJ; i++) {
+                const int j = j0 + 32 * i;
+                x[i] = j < H ? hv[j] : 0.0f;
+                y[i] = j < H ? ha[j] : 0.0f;
             }
-    #pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                s += __shfl_xor_sync(0xffffffffu, s, o);
-    #pragma unroll
+#pragma unroll
+            for (int i = 0; i < HF_NJ; i++) {
+                const int j = j0 + 32 * i;
+                if (j >= H) break;
+                s += x[i] * Wv2[j];
+#pragma unroll
                 for (int a = 0; a < AMAX; a++)
-                    if (a < A) t[a] += __shfl_xor_sync(0xffffffffu, t[a], o);
-            }
-            v = s + bv2[0];
-            if (lane == 0) {
-    #pragma unroll
-                for (int a = 0; a < AMAX; a++)
-                    if (a < A) sadv[a] = t[a] + ba2[a];
-            }
-        } else {
-            for (int j = lane; j < H; j += 32) s += hv[j] * Wv2[j];
-            v = warp_sum(s) + bv2[0];
-            for (int a = 0; a < A; a++) {
-                const float *wa = Wa2 + (size_t)a * H;
-                float t = 0.0f;
-                for (int j = lane; j < H; j += 32) t += ha[j] * wa[j];
-                t = warp_sum(t) + ba2[a];
-                if (lane == 0) sadv[a] = t;
+                    if (a < A) t[a] += y[i] * Wa2[(size_t)a * H + j];
             }
         }
-        __syncwarp();
-        for (int b = lane; b < br.D; b += 32) {
-            double sum = 0.0;
-            for (int k = 0; k < br.n[b]; k++) sum += sadv[br.off[b] + k];
-            smean[b] = (float)(sum / br.n[b]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            s += __shfl_xor_sync(0xffffffffu, s, o);
+#pragma unroll
+            for (int a = 0; a < AMAX; a++)
+                if (a < A) t[a] += __shfl_xor_sync(0xffffffffu, t[a], o);
         }
-        __syncwarp();
-        if (lane == 0) V[r] = v;
-        for (int col = lane; col < A; col += 32) {
-            int b = 0;
-            while (b + 1 < br.D && col >= br.off[b + 1]) b++;
-            Adv[(size_t)r * A + col] = sadv[col];
-            Z[(size_t)r * A + col] = v + sadv[col] - smean[b];
+        v = s + bv2[0];
+        if (lane == 0) {
+#pragma unroll
+            for (int a = 0; a < AMAX; a++)
+                if (a < A) sadv[a] = t[a] + ba2[a];
         }
-        __syncwarp();   /* the next row reuses sadv and smean */
+    } else {
+        for (int j = lane; j < H; j += 32) s += hv[j] * Wv2[j];
+        v = warp_sum(s) + bv2[0];
+        for (int a = 0; a < A; a++) {
+            const float *wa = Wa2 + (size_t)a * H;
+            float t = 0.0f;
+            for (int j = lane; j < H; j += 32) t += ha[j] * wa[j];
+            t = warp_sum(t) + ba2[a];
+            if (lane == 0) sadv[a] = t;
+        }
     }
+    __syncwarp();
+    for (int b = lane; b < br.D; b += 32) {
+        double sum = 0.0;
+        for (int k = 0; k < br.n[b]; k++) sum += sadv[br.off[b] + k];
+        smean[b] = (float)(sum / br.n[b]);
+    }
+    __syncwarp();
+    if (lane == 0) V[r] = v;
+    for (int col = lane; col < A; col += 32) {
+        int b = 0;
+        while (b + 1 < br.D && col >= br.off[b + 1]) b++;
+        Adv[(size_t)r * A + col] = sadv[col];
+        Z[(size_t)r * A + col] = v + sadv[col] - smean[b];
+    }
+}
+
+/* heads_fwd's combine at large R, after the GEMMs left the raw products in V and Adv: a block
+ * takes blockDim.x rows, whose advantages pass through shared memory so that global loads and
+ * stores are coalesced; a thread takes its row: the biases added, V and Adv written back, and
+ * Z = V + Adv - the branch mean, summed in double in the CPU's order as k_heads_fwd does.
+ * Shared: the block's advantages [blockDim.x][A] (odd A: the rows' strided reads do not
+ * conflict). */
+__global__ void k_heads_combine(float *__restrict__ V, float *__restrict__ Adv,
+                                float *__restrict__ Z, const float *__restrict__ bv2,
+                                const float *__restrict__ ba2, int R, dqn_branches br) {
+    KERNEL_PROLOGUE();
+    extern __shared__ float sm[];
+    const int A = br.A, T = blockDim.x, tid = threadIdx.x;
+    const size_t r0 = (size_t)blockIdx.x * T;
+    const int nr = (int)min((size_t)T, (size_t)R - r0), n = nr * A;
+    float *adv = Adv + r0 * A, *z = Z + r0 * A;
+    for (int e = tid; e < n; e += T) sm[e] = adv[e] + ba2[e % A];
+    __syncthreads();
+    for (int e = tid; e < n; e += T) adv[e] = sm[e];
+    __syncthreads();   /* each row is rewritten as Z in place */
+    if (tid < nr) {
+        float *s = sm + (size_t)tid * A;
+        const float v = V[r0 + tid] + bv2[0];
+        for (int b = 0; b < br.D; b++) {
+            float *sb = s + br.off[b];
+            const int nb = br.n[b];
+            double sum = 0.0;
+            for (int k = 0; k < nb; k++) sum += sb[k];
+            const float mean = (float)(sum / nb);
+            for (int k = 0; k < nb; k++) sb[k] = v + sb[k] - mean;
+        }
+        V[r0 + tid] = v;
+    }
+    __syncthreads();
+    for (int e = tid; e < n; e += T) z[e] = sm[e];
 }
 
 typedef struct {
@@ -243,15 +275,18 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
     CUDA_ARG(smem <= SMEM_FLOATS * sizeof(float), "heads_fwd: A=%d advantage columns, at most %d",
              br->A, SMEM_FLOATS / HF_WARPS - br->D);
     if (R == 0) return DQN_OK;
-    /* the weights in shared memory when they fit beside the scratch; a block then takes several
-     * rows, so that few blocks copy them */
-    const size_t wf = (size_t)(br->A + 1) * (size_t)H;
-    const int stage = smem + wf * sizeof(float) <= SMEM_FLOATS * sizeof(float);
-    if (stage) smem += wf * sizeof(float);
-    size_t want = ((size_t)R + HF_WARPS - 1) / HF_WARPS, cap = (size_t)c->sm_count * 8;
-    const unsigned blocks = (unsigned)(stage && want > cap ? cap : want);
+    /* rows per combine block: as many of HC_ROWS as fit in shared memory, in whole warps */
+    const int ct = HC_ROWS * br->A <= SMEM_FLOATS ? HC_ROWS : SMEM_FLOATS / br->A / 32 * 32;
+    if (R >= HF_GEMM_ROWS && ct >= 32) {
+        DQN_TRY(cuda_gemm_ldx(c, hva, 2 * H, Wv2, V, R, H, 1));
+        DQN_TRY(cuda_gemm_ldx(c, hva + H, 2 * H, Wa2, Adv, R, H, br->A));
+        KLAUNCH(k_heads_combine, (unsigned)(((size_t)R + ct - 1) / ct), ct,
+                (size_t)ct * (size_t)br->A * sizeof(float), V, Adv, Z, bv2, ba2, R, *br);
+        return DQN_OK;
+    }
+    const unsigned blocks = (unsigned)((R + HF_WARPS - 1) / HF_WARPS);
     auto kern = br->A <= 4 ? k_heads_fwd<4> : br->A <= 16 ? k_heads_fwd<16> : k_heads_fwd<0>;
-    KLAUNCH(kern, blocks, HF_WARPS * 32, smem, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, *br, stage);
+    KLAUNCH(kern, blocks, HF_WARPS * 32, smem, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, *br);
     return DQN_OK;
 }
 

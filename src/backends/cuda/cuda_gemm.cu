@@ -185,6 +185,20 @@ dqn_status cuda_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, i
     return linear_fwd_ld(be, "linear_ld_fwd", X, W, ldw, b, Y, M, K, N, act);
 }
 
+/* Y[M,N] = X[M,K] W[N,K]^T with X's rows ldx floats apart (a column block of a wider matrix), no
+ * bias: cublasLt's plans assume dense X, so plain cuBLAS */
+dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, float *Y, int M,
+                         int K, int N) {
+    CUDA_ARG(M >= 0 && K > 0 && N > 0 && ldx >= K, "gemm_ldx: bad shape M=%d K=%d N=%d ldx=%d", M,
+             K, N, ldx);
+    if (M == 0) return DQN_OK;
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, CUDA_R_32F, K, X,
+                              CUDA_R_32F, ldx, &zero, Y, CUDA_R_32F, N, c->compute,
+                              CUBLAS_GEMM_DEFAULT));
+    return DQN_OK;
+}
+
 dqn_status cuda_linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b, float *Y,
                            int M, int K, int N) {
     return cuda_linear_act_fwd(be, X, W, b, Y, M, K, N, DQN_ACT_NONE);
