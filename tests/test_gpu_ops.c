@@ -20,8 +20,9 @@
 #define TOL_EW 1e-5    /* elementwise */
 #define TOL_RED 1e-4   /* GEMM-based and reductions */
 #define TOL_TF32 5e-3  /* GEMMs of the TF32 backend (inputs rounded to 10 bits) */
-/* heads_fwd's HF_GEMM_ROWS (cuda_fused_heads.cu): from here cuBLAS GEMMs and a combine kernel */
-#define HEADS_GEMM_ROWS 16384
+/* heads_fwd's HF_GEMM_ELEMS (cuda_common.cuh): from R x H this large, cuBLAS GEMMs and a combine
+ * kernel */
+#define HEADS_GEMM_ELEMS (1 << 21)
 
 static dqn_backend *gpu, *gpu_tf32, *cpu;
 static uint64_t draw;   /* input draws never repeat within the run */
@@ -754,7 +755,7 @@ static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, in
     vf hva = in_relu((size_t)R * 2 * H), Wv2 = in_f((size_t)H, -1, 1), bv2 = in_f(1, -1, 1);
     vf Wa2 = in_f((size_t)A * H, -1, 1), ba2 = in_f((size_t)A, -1, 1);
     vf V = out_f((size_t)R), Adv = out_f((size_t)R * A), Z = out_f((size_t)R * A);
-    const int gemm = R >= HEADS_GEMM_ROWS;
+    const int gemm = (long)R * H >= HEADS_GEMM_ELEMS;
     CPU(heads_fwd, hva.c, Wv2.c, bv2.c, Wa2.c, ba2.c, V.c, Adv.c, Z.c, R, H, &br);
     CHECK_OK(gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g, Z.g, R, H, &br));
     printf("  heads_fwd path: %s\n", gemm ? "cuBLAS GEMMs + combine" : "warp kernel");
@@ -1268,11 +1269,11 @@ int main(void) {
     test_fused_heads(129, 33, 4, br_wide, 1, 0);
     test_fused_heads(9001, 130, 3, br355, 1, 0);   /* two column tiles, parts of several stages */
     /* heads_fwd's GEMM path: a partial last combine block; A = 23 (wide) and A = 2 (even) */
-    test_fused_heads(HEADS_GEMM_ROWS + 37, 256, 3, br355, 1, 0);
-    test_fused_heads(HEADS_GEMM_ROWS + 1, 33, 4, br_wide, 0, 0);
-    test_fused_heads(HEADS_GEMM_ROWS, 64, 1, br2, 0, 0);
-    test_fused_heads(HEADS_GEMM_ROWS + 5, 40, 2, br60, 0, 0);   /* A = 60: 192 rows a combine block */
-    test_fused_heads(HEADS_GEMM_ROWS - 1, 64, 1, br2, 0, 0);   /* the warp kernel's last R */
+    test_fused_heads(HEADS_GEMM_ELEMS / 256 + 37, 256, 3, br355, 1, 0);
+    test_fused_heads(HEADS_GEMM_ELEMS / 33 + 1, 33, 4, br_wide, 0, 0);
+    test_fused_heads(HEADS_GEMM_ELEMS / 64, 64, 1, br2, 0, 0);
+    test_fused_heads(HEADS_GEMM_ELEMS / 40 + 5, 40, 2, br60, 0, 0);   /* A = 60: 192 rows a block */
+    test_fused_heads(HEADS_GEMM_ELEMS / 64 - 1, 64, 1, br2, 0, 0);   /* the warp kernel's last R */
     if (full) test_fused_heads(262144, 64, 1, br2, 1, 1);
     if (full) test_fused_heads(131072, 256, 3, br355, 1, 1);
     test_fused_grn(37, 13, 0);
@@ -1290,9 +1291,9 @@ int main(void) {
     test_model_update(24, DQN_TARGET_MEAN, 0, 64, 8);
     test_model_update(24, DQN_TARGET_INDEPENDENT, 1, 64, 8);
     test_model_update(0, DQN_TARGET_INDEPENDENT, 0, 64, 8);
-    /* the joint online pass of 2 B N rows takes heads_fwd's GEMM path, the target pass (B Nt) the
-     * warp kernel */
-    if (full) test_model_update(24, DQN_TARGET_MEAN, 0, HEADS_GEMM_ROWS / 32, 16);
+    /* H = 32: the joint online pass of 2 B N rows takes heads_fwd's GEMM path, the target pass
+     * (B Nt) the warp kernel */
+    if (full) test_model_update(24, DQN_TARGET_MEAN, 0, HEADS_GEMM_ELEMS / 32 / 32, 16);
     if (full) time_model_updates();
     test_errors();
 

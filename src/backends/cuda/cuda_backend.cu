@@ -220,6 +220,10 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     const char *pdl = getenv("DQN_CUDA_PDL");   /* 0: plain launches (to compare) */
     c->pdl = major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
+    const char *sk = getenv("DQN_CUDA_GEMM_SPLITK");   /* 1: cublasLt's first choice, split-K or not */
+    c->gemm_one_kernel = !(sk && strcmp(sk, "1") == 0);
+    const char *hg = getenv("DQN_CUDA_HEADS_GEMM_ELEMS");   /* to compare the two heads_fwd paths */
+    c->heads_gemm_elems = hg && *hg ? atol(hg) : HF_GEMM_ELEMS;
     CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, CUDA_COUNTERS * sizeof(unsigned)));

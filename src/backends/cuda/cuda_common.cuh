@@ -21,6 +21,10 @@ extern "C" {
 #define CUDA_LT_CACHE 64
 /* Counters of the single-launch reductions: [0] for l2_norm, [1 + strip] for column sums. */
 #define CUDA_COUNTERS 4097
+/* heads_fwd from this many elements of a hidden half (R x H): 2 GEMMs + combine (3 nodes) beat the
+ * warp kernel's per-row work (measured: seed B = 256, 16384 x 256, gains 26 us; cartpole B = 256,
+ * 16384 x 64, loses 3 us). DQN_CUDA_HEADS_GEMM_ELEMS overrides it at start-up, to compare. */
+#define HF_GEMM_ELEMS ((long)1 << 21)
 
 /* One cublasLt plan of linear_fwd, keyed by shape and by the alignment of each pointer (the
  * heuristic's choice depends on both). */
@@ -51,6 +55,8 @@ typedef struct {
     int comm_aborted;              /* aborted after a peer failed or a wait timed out */
     double comm_timeout_s;         /* 0 = wait on peers forever */
     int pdl;                       /* launch kernels with programmatic dependent launch */
+    int gemm_one_kernel;           /* prefer cublasLt algorithms without split-K (one node) */
+    long heads_gemm_elems;         /* heads_fwd through cuBLAS from R x H this large (HF_GEMM_ELEMS) */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }
@@ -255,9 +261,9 @@ dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, 
 dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
                            float *dX, float *dW, float *db, int M, int K, int N);
 void cuda_gemm_release(cuda_impl *c);
-/* Y[M,N] = X[M,K] W[N,K]^T, X's rows ldx floats apart, no bias (cuda_gemm.cu) */
-dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, float *Y, int M,
-                         int K, int N);
+/* Y[M,N] = X[M,K] W[N,K]^T, X's rows ldx and Y's ldy floats apart, no bias (cuda_gemm.cu) */
+dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, float *Y, int ldy,
+                         int M, int K, int N);
 
 dqn_status cuda_fill(dqn_backend *be, float *x, float v, size_t n);
 dqn_status cuda_axpy(dqn_backend *be, float a, const float *x, float *y, size_t n);

@@ -13,8 +13,6 @@
 #define HB_MAX_BLOCKS 256   /* heads_bwd: rows per part double until tiles x parts fit (one wave) */
 #define HB_SUM_GROUPS 16    /* heads_bwd_sum: threads that share one element's parts */
 #define SMEM_FLOATS 12288   /* the 48 KiB of shared memory a launch gets without opting in */
-/* heads_fwd from this many rows: 2 GEMMs + combine (3 nodes) beat the warp kernel's per-row work */
-#define HF_GEMM_ROWS 16384
 #define HC_ROWS 256         /* heads_combine: rows per block (fewer when A is wide) */
 
 /* One warp per row: the 1 + A dot products of length H as warp sums, then the dueling combine
@@ -98,14 +96,14 @@ __global__ void __launch_bounds__(HF_WARPS * 32, 2)
     }
 }
 
-/* heads_fwd's combine at large R, after the GEMMs left the raw products in V and Adv: a block
+/* heads_fwd's combine at large R, after the GEMMs left the raw products in V and araw (rows lda apart): a block
  * takes blockDim.x rows, whose advantages pass through shared memory so that global loads and
  * stores are coalesced; a thread takes its row: the biases added, V and Adv written back, and
  * Z = V + Adv - the branch mean, summed in double in the CPU's order as k_heads_fwd does.
  * Shared: the block's advantages [blockDim.x][A] (odd A: the rows' strided reads do not
  * conflict). */
-__global__ void k_heads_combine(float *__restrict__ V, float *__restrict__ Adv,
-                                float *__restrict__ Z, const float *__restrict__ bv2,
+__global__ void k_heads_combine(float *__restrict__ V, const float *araw, int lda,
+                                float *Adv, float *__restrict__ Z, const float *__restrict__ bv2,
                                 const float *__restrict__ ba2, int R, dqn_branches br) {
     KERNEL_PROLOGUE();
     extern __shared__ float sm[];
@@ -113,7 +111,8 @@ __global__ void k_heads_combine(float *__restrict__ V, float *__restrict__ Adv,
     const size_t r0 = (size_t)blockIdx.x * T;
     const int nr = (int)min((size_t)T, (size_t)R - r0), n = nr * A;
     float *adv = Adv + r0 * A, *z = Z + r0 * A;
-    for (int e = tid; e < n; e += T) sm[e] = adv[e] + ba2[e % A];
+    const float *ar = araw + r0 * (size_t)lda;
+    for (int e = tid; e < n; e += T) sm[e] = ar[(size_t)(e / A) * lda + e % A] + ba2[e % A];
     __syncthreads();
     for (int e = tid; e < n; e += T) adv[e] = sm[e];
     __syncthreads();   /* each row is rewritten as Z in place */
@@ -277,11 +276,17 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
     if (R == 0) return DQN_OK;
     /* rows per combine block: as many of HC_ROWS as fit in shared memory, in whole warps */
     const int ct = HC_ROWS * br->A <= SMEM_FLOATS ? HC_ROWS : SMEM_FLOATS / br->A / 32 * 32;
-    if (R >= HF_GEMM_ROWS && ct >= 32) {
-        DQN_TRY(cuda_gemm_ldx(c, hva, 2 * H, Wv2, V, R, H, 1));
-        DQN_TRY(cuda_gemm_ldx(c, hva + H, 2 * H, Wa2, Adv, R, H, br->A));
+    if ((long)R * H >= c->heads_gemm_elems && ct >= 32) {
+        /* the raw advantages in the scratch with 16-byte rows when A is not a multiple of 4:
+         * cuBLAS then takes an aligned kernel (at A = 13 an align1 one ran at half the speed) */
+        int lda = (br->A + 3) & ~3;
+        float *araw = c->scratch;
+        if (lda == br->A || (size_t)R * (size_t)lda > CUDA_SCRATCH_FLOATS) lda = br->A, araw = Adv;
+        DQN_TRY(cuda_gemm_ldx(c, hva, 2 * H, Wv2, V, 1, R, H, 1));
+        DQN_TRY(cuda_gemm_ldx(c, hva + H, 2 * H, Wa2, araw, lda, R, H, br->A));
         KLAUNCH(k_heads_combine, (unsigned)(((size_t)R + ct - 1) / ct), ct,
-                (size_t)ct * (size_t)br->A * sizeof(float), V, Adv, Z, bv2, ba2, R, *br);
+                (size_t)ct * (size_t)br->A * sizeof(float), V, (const float *)araw, lda, Adv, Z, bv2,
+                ba2, R, *br);
         return DQN_OK;
     }
     const unsigned blocks = (unsigned)((R + HF_WARPS - 1) / HF_WARPS);

@@ -34,6 +34,11 @@ void cuda_gemm_release(cuda_impl *c) {
     c->n_plans = 0;
 }
 
+#define GEMM_HEURISTICS 16   /* cublasLt's candidates looked at for one without split-K */
+/* up to this many multiply-adds a split-K algorithm's second node costs more than it saves; above
+ * it (the weight gradients at large batch: a reduction over all B N rows) split-K is the point */
+#define GEMM_ONE_KERNEL_MACS ((double)(1 << 27))
+
 /* Builds a plan; *found = 0 when cublasLt has no algorithm for it (the caller falls back).
  * Forward: D[N,M] = W^T X^T, epilogue bias and/or ReLU. dgrad: dW^T[K,N] = X^T[K,M] dY[M,N] with
  * db[N] = the sum over the GEMM's k (the M rows of dY) from the BGRADB epilogue. */
@@ -74,16 +79,30 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
                             p->dgrad ? p->align[0] : p->align[1], p->align[2], p->align[2]};
     for (int i = 0; i < 4 && st == CUBLAS_STATUS_SUCCESS; i++)
         st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
-    cublasLtMatmulHeuristicResult_t res;
+    cublasLtMatmulHeuristicResult_t res[GEMM_HEURISTICS];
     int n_res = 0;
+    const int one = c->gemm_one_kernel && (double)p->M * p->K * p->N <= GEMM_ONE_KERNEL_MACS;
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &res,
-                                            &n_res);
+        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->c, p->c, pref,
+                                            one ? GEMM_HEURISTICS : 1, res, &n_res);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && n_res == 0))
         return DQN_OK;
     CUBLAS_CHECK(st);
-    p->algo = res.algo;
+    /* at small batch a split-K algorithm is two graph nodes (the GEMM, then a reduce kernel that
+     * also applies the epilogue), each a few microseconds: the best-ranked one without split-K */
+    int pick = 0;
+    for (int i = 0; i < n_res && one; i++) {
+        int32_t splitk = 1;
+        size_t got = 0;
+        CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(
+            &res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &got));
+        if (splitk <= 1) {
+            pick = i;
+            break;
+        }
+    }
+    p->algo = res[pick].algo;
     *found = 1;
     return DQN_OK;
 }
@@ -187,14 +206,14 @@ dqn_status cuda_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, i
 
 /* Y[M,N] = X[M,K] W[N,K]^T with X's rows ldx floats apart (a column block of a wider matrix), no
  * bias: cublasLt's plans assume dense X, so plain cuBLAS */
-dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, float *Y, int M,
-                         int K, int N) {
-    CUDA_ARG(M >= 0 && K > 0 && N > 0 && ldx >= K, "gemm_ldx: bad shape M=%d K=%d N=%d ldx=%d", M,
-             K, N, ldx);
+dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, float *Y, int ldy,
+                         int M, int K, int N) {
+    CUDA_ARG(M >= 0 && K > 0 && N > 0 && ldx >= K && ldy >= N,
+             "gemm_ldx: bad shape M=%d K=%d N=%d ldx=%d ldy=%d", M, K, N, ldx, ldy);
     if (M == 0) return DQN_OK;
     const float one = 1.0f, zero = 0.0f;
     CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, CUDA_R_32F, K, X,
-                              CUDA_R_32F, ldx, &zero, Y, CUDA_R_32F, N, c->compute,
+                              CUDA_R_32F, ldx, &zero, Y, CUDA_R_32F, ldy, c->compute,
                               CUBLAS_GEMM_DEFAULT));
     return DQN_OK;
 }
