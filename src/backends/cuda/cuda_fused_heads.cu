@@ -99,7 +99,8 @@ __global__ void __launch_bounds__(HF_WARPS * 32, 2)
 /* heads_fwd's combine at large R, after the GEMMs left the raw products in V and araw (rows lda
  * apart): a block takes blockDim.x rows, whose advantages pass through shared memory so that
  * global loads and stores are coalesced; a thread takes its row: the biases added, V and Adv
- * written back, and Z = V + Adv - the branch mean, summed in double in the CPU's order as k_heads_fwd does.
+ * written back, and Z = V + Adv - the branch mean, summed in double in the CPU's order as
+ * k_heads_fwd does.
  * Shared: the block's advantages [blockDim.x][A] (odd A: the rows' strided reads do not
  * conflict). */
 __global__ void k_heads_combine(float *__restrict__ V, const float *araw, int lda,
