@@ -172,6 +172,154 @@ static void test_op(size_t big) {
     gpu->ops->free(gpu, dstg);
 }
 
+/* The kernel's shapes against the CPU: a plan of one block (no counter, no fence); checks with
+ * more partials than the last block stages (the largest reduced first by their own last blocks,
+ * the rest in the last block) beside a deferred check of hundreds of partials; a one-block commit
+ * whose optimizer step is skipped, then taken. n: elements of the large checks (each at least
+ * 4 x multiprocessors blocks of 4096, so that three of them overflow the stage). */
+static void test_op_shapes(size_t n) {
+    enum { NS = 5 };
+    const size_t sizes[NS] = {37, n, n + 5, n + 9, 4099};
+    buf b[NS];
+    for (int k = 0; k < NS; k++) b[k] = make_buf(sizes[k], k == 0 ? 0 : 97);
+    dqn_health_block *hc = calloc(1, sizeof *hc), *hg, *hback = calloc(1, sizeof *hback);
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&hg, sizeof *hg));
+    hc->event.slot = -1;
+    for (int k = 0; k < 8; k++) hc->isv[k] = k == 2 ? 0.0f : 0.5f + (float)k;
+    CHECK_OK(gpu->ops->h2d(gpu, hg, hc, sizeof *hc));
+    uint64_t stepc = 3, *stepg;
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&stepg, 8));
+    CHECK_OK(gpu->ops->h2d(gpu, stepg, &stepc, 8));
+    dqn_hcheck hcc[NS], hcg[NS];
+    for (int k = 0; k < NS; k++) {
+        dqn_hcheck c = {b[k].c, b[k].n, k, k % 3, 3 + k, k == 1 ? 2 : -1,
+                        k == 1 ? DQN_HSTAT_MEANABS : DQN_HSTAT_NONE, k >= 2};
+        hcc[k] = hcg[k] = c;
+        hcg[k].x = b[k].g;
+    }
+    /* shape 0: check 0 alone, one block; shape 1: checks 1 and 2 with deferred 3 and 4 */
+    for (int shape = 0; shape < 2; shape++) {
+        void *pca = NULL, *pga = NULL, *pc, *pg;
+        dqn_hplan_desc dc = {.blk = hc, .step = &stepc, .guard_scale = 1e6f, .guard_floor = 1e3f,
+                             .decay = 0.99f, .guard_mode = 1, .checks = hcc, .n_checks = 1,
+                             .commit = 1, .n_slots = NS, .rollback_slot = -1};
+        if (shape == 1) {
+            dqn_hplan_desc da = dc;
+            da.checks = hcc + 3;
+            da.n_checks = 2;
+            da.commit = 0;
+            da.defer = 1;
+            dqn_hplan_desc ga = da;
+            ga.blk = hg;
+            ga.step = stepg;
+            ga.checks = hcg + 3;
+            CHECK_OK(cpu->ops->health_plan(cpu, &da, &pca));
+            CHECK_OK(gpu->ops->health_plan(gpu, &ga, &pga));
+            dc.checks = hcc + 1;
+            dc.n_checks = 2;
+            dc.rollback_slot = 2;
+        }
+        void *const dfc[1] = {pca}, *const dfg[1] = {pga};
+        dc.deferred = dfc;
+        dc.n_deferred = shape;
+        dqn_hplan_desc dg = dc;
+        dg.blk = hg;
+        dg.step = stepg;
+        dg.checks = shape ? hcg + 1 : hcg;
+        dg.deferred = dfg;
+        CHECK_OK(cpu->ops->health_plan(cpu, &dc, &pc));
+        CHECK_OK(gpu->ops->health_plan(gpu, &dg, &pg));
+        for (int rep = 0; rep < 2; rep++) {
+            if (shape) {
+                CHECK_OK(cpu->ops->health_check(cpu, pca));
+                CHECK_OK(gpu->ops->health_check(gpu, pga));
+            }
+            CHECK_OK(cpu->ops->health_check(cpu, pc));
+            CHECK_OK(gpu->ops->health_check(gpu, pg));
+            CHECK_OK(gpu->ops->d2h(gpu, hback, hg, sizeof *hback));
+            char what[64];
+            snprintf(what, sizeof what, "op shape %d run %d", shape, rep);
+            compare_blocks(hc, hback, NS, 8, what);
+            for (int k = 0; k < NS; k++) {
+                float *got = malloc(b[k].n * 4);
+                CHECK_OK(gpu->ops->d2h(gpu, got, b[k].g, b[k].n * 4));
+                CHECK(memcmp(got, b[k].c, b[k].n * 4) == 0, "%s: guarded buffer %d differs", what,
+                      k);
+                free(got);
+            }
+        }
+        if (shape) {
+            cpu->ops->health_plan_free(cpu, pca);
+            gpu->ops->health_plan_free(gpu, pga);
+        }
+        cpu->ops->health_plan_free(cpu, pc);
+        gpu->ops->health_plan_free(gpu, pg);
+    }
+    CHECK(hc->updates == 4 && hc->tot[2].guarded > 0 && hc->tot[4].guarded > 0,
+          "the shapes' test had guards at work in its checks and deferred checks");
+
+    /* a commit of one block (1000 parameters) with its optimizer step: skipped, then taken */
+    const size_t na = 1000;
+    buf s[5];   /* p, g, m, v, target */
+    for (int k = 0; k < 5; k++) s[k] = make_buf(na, 0);
+    for (size_t i = 0; i < na; i++) s[3].c[i] = fabsf(s[3].c[i]) * 1e-3f;
+    CHECK_OK(gpu->ops->h2d(gpu, s[3].g, s[3].c, na * 4));
+    float gnc = 0.0f, *gng;
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&gng, 4));
+    dqn_hadam ac = {s[0].c, s[1].c, s[2].c, s[3].c, s[4].c, na, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                    &gnc, 10.0f, 0, 0.005f, &stepc, NULL, NULL, NULL, NULL, 1, 0, {0}, {0}};
+    dqn_hadam ag = {s[0].g, s[1].g, s[2].g, s[3].g, s[4].g, na, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f,
+                    gng, 10.0f, 0, 0.005f, stepg, NULL, NULL, NULL, NULL, 1, 0, {0}, {0}};
+    dqn_hcheck kc = {s[0].c, na, 0, 0, 3, -1, DQN_HSTAT_NONE, 0}, kg = kc;
+    kg.x = s[0].g;
+    dqn_hplan_desc dc = {.blk = hc, .step = &stepc, .guard_scale = 1e6f, .guard_floor = 1e3f,
+                         .decay = 0.99f, .guard_mode = 1, .checks = &kc, .n_checks = 1,
+                         .commit = 1, .n_slots = 1, .rollback_slot = 0, .step_after = 1,
+                         .adam = &ac};
+    dqn_hplan_desc dg = dc;
+    dg.blk = hg;
+    dg.step = stepg;
+    dg.checks = &kg;
+    dg.adam = &ag;
+    void *pc, *pg;
+    CHECK_OK(cpu->ops->health_plan(cpu, &dc, &pc));
+    CHECK_OK(gpu->ops->health_plan(gpu, &dg, &pg));
+    const float norms[2] = {3e7f, 2.0f};   /* the bound: 1e6 x isv[1] = 1.5e6 */
+    const uint64_t skipped0 = hc->skipped;
+    for (int u = 0; u < 2; u++) {
+        gnc = norms[u];
+        CHECK_OK(gpu->ops->h2d(gpu, gng, &gnc, 4));
+        CHECK_OK(cpu->ops->health_check(cpu, pc));
+        CHECK_OK(gpu->ops->health_check(gpu, pg));
+        CHECK_OK(gpu->ops->d2h(gpu, hback, hg, sizeof *hback));
+        char what[64];
+        snprintf(what, sizeof what, "one-block commit, update %d", u);
+        compare_blocks(hc, hback, 1, 8, what);
+        uint64_t sg = 0;
+        CHECK_OK(gpu->ops->d2h(gpu, &sg, stepg, 8));
+        CHECK(sg == stepc, "%s: counter %llu (cpu %llu)", what, (unsigned long long)sg,
+              (unsigned long long)stepc);
+        float *got = malloc(na * 4);
+        CHECK_OK(gpu->ops->d2h(gpu, got, s[0].g, na * 4));
+        size_t bad = 0;
+        for (size_t i = 0; i < na; i++) bad += rel_err(got[i], s[0].c[i], 1e-6) > 1e-4;
+        CHECK(bad == 0, "%s: %zu parameters differ from the CPU's", what, bad);
+        free(got);
+    }
+    CHECK(hc->skipped == skipped0 + 1 && hback->skipped == skipped0 + 1,
+          "one-block commit: skipped %llu (cpu %llu), %llu before", (unsigned long long)hback->skipped,
+          (unsigned long long)hc->skipped, (unsigned long long)skipped0);
+    cpu->ops->health_plan_free(cpu, pc);
+    gpu->ops->health_plan_free(gpu, pg);
+    for (int k = 0; k < 5; k++) free_buf(&s[k]);
+    gpu->ops->free(gpu, gng);
+    for (int k = 0; k < NS; k++) free_buf(&b[k]);
+    free(hc);
+    free(hback);
+    gpu->ops->free(gpu, hg);
+    gpu->ops->free(gpu, stepg);
+}
+
 /* the gradient norm stays finite where the squares pass FLT_MAX (as on the CPU) */
 static void test_norm_range(void) {
     float h[3] = {3e19f, -4e19f, 0.0f}, *g, *out, got = 0;
@@ -404,6 +552,7 @@ int main(void) {
     int small = getenv("DQN_GPU_TEST_SMALL") != NULL;
     test_norm_range();
     test_op(small ? 70001 : 9000001);
+    test_op_shapes(2200003);
     test_op_adam();
     if (getenv("DQN_GPU_HEALTH_OPS_ONLY")) {   /* the sanitizer runs: the kernels alone */
         gpu->ops->destroy(gpu);

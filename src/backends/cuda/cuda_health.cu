@@ -1,11 +1,14 @@
 /* The numerical-health ops on the GPU (semantics: backends/backend.h, health_check; reference:
  * cpu/cpu_health.c). A plan is one kernel launch: its blocks split the checks' and the copies'
- * elements among them (a fixed assignment made when the plan is built), each block writes its
- * partial statistics, the last block of each check (an integer counter, no float atomics)
- * reduces its partials in block order and records them, and the last block of all feeds the ISV
- * and, in a commit plan, resolves the update. A commit plan with an optimizer step gives the
- * parameters' check the blocks of Adam's pass, which scan the parameters as they write them. No
- * host round trip: it runs inside the captured update. */
+ * elements among them (a fixed assignment made when the plan is built) and each block writes its
+ * partial statistics; the last block of all (one integer counter, no float atomics) loads every
+ * partial it needs into shared memory at once, reduces each check's partials in the fixed order
+ * of a block reduction, records the checks, feeds the ISV and, in a commit plan, resolves the
+ * update, reading the records from shared memory. A check with too many partials for that stage
+ * is reduced first by its own last block (a counter per such check), and a deferred plan's check
+ * by a block of the commit plan, both into one staged partial. A commit plan with an optimizer
+ * step gives the parameters' check the blocks of Adam's pass, which scan the parameters as they
+ * write them. No host round trip: it runs inside the captured update. */
 #include "backends/cuda/cuda_common.cuh"
 
 #include <limits.h>
@@ -14,7 +17,11 @@
 #define HT 256                     /* threads per block */
 #define HW (HT / 32)               /* warps per block */
 #define H_ELEMS_PER_THREAD 16      /* the least work a block is given */
+#define H_ADAM_ELEMS_PER_THREAD 4  /* Adam's pass: a few elements a thread */
 #define H_MAX_BLOCKS_PER_ITEM 4    /* x the multiprocessors */
+/* Shared memory a block may use, static and the last block's stage: 5 blocks of HT threads (the
+ * register file's limit at 48 registers) still fit a multiprocessor (228 KB, 1 KB a block). */
+#define H_SMEM_BLOCK (44 * 1024)
 
 /* One block's figures for one check. */
 typedef struct {
@@ -25,11 +32,32 @@ typedef struct {
     double sumsq, sumabs;
 } hpart;
 
-/* A check of a deferred plan whose bookkeeping a commit plan does: where its partials are. */
+/* One block's share of a plan. Items: the checks, the deferred plans' checks, the ALWAYS copies. */
 typedef struct {
-    const dqn_hcheck *check;       /* in the deferred plan's device memory */
+    dqn_hcheck c;                  /* a check's block: its check */
+    int item, part, nparts;
+    int pidx;                      /* a check's block: its partial's index in parts[] */
+    int red;                       /* >= 0: the item's partials are reduced by one block (its last,
+                                    * or a deferred check's own) into the staged parts[red] */
+    int pad;
+} hblock;
+
+/* A check the last block records: staged partials [soff, soff + nst) (nst 1: reduced already). */
+typedef struct {
+    uint64_t n;
+    int slot, isv_scale, isv_stat, stat;
+    int soff, nst;
+} hfin;
+
+/* One warp's share of the last block's reduction: warp w's of a block reduction of nb partials. */
+typedef struct {
+    int soff, nb, w, pad;
+} htask;
+
+/* A deferred plan's check: its partials, in that plan's memory. */
+typedef struct {
     const hpart *parts;
-    int b0, nb;
+    int nb, pad;
 } hdref;
 
 typedef struct {
@@ -39,25 +67,40 @@ typedef struct {
     int guard_mode, commit, n_slots, rollback_slot, defer, step_after;
     int has_adam;                  /* the optimizer step runs in item 0 (the parameters' check) */
     dqn_hadam adam;
-    const dqn_hcheck *checks;
-    int n_checks;
-    const hdref *drefs;            /* the deferred plans' checks (commit plans) */
-    int n_drefs;
-    const dqn_hcopy *copies;
+    const hblock *blocks;
+    int n_checks, n_fin;           /* items [0, n_checks) checks, [n_checks, n_fin) deferred ones */
+    const hdref *drefs;
+    const dqn_hcopy *copies;       /* the ALWAYS copies (items n_fin...), then the others */
     int n_copies;
-    const int *block_item;         /* [blocks]: item (own checks, deferred checks, ALWAYS copies) */
-    const int *item_first;         /* [items + 1]: first block of each item */
-    hpart *parts;                  /* [blocks] */
-    unsigned *item_done;           /* [items]: blocks of the item finished (0 between ops) */
+    const hfin *fins;              /* [n_fin] */
+    const htask *tasks;
+    int n_staged, n_tasks;         /* parts[0, n_staged) is what the last block stages */
+    int fins_staged;               /* and fins[] too (all but a plan of hundreds of checks) */
+    int slot_hi, isv_hi, cur_hi;   /* the records' rows the last block reads */
+    hpart *parts;
+    unsigned *item_done;           /* [n_checks]: a reduced check's blocks done (0 between ops) */
     unsigned *done;                /* blocks finished (0 between ops) */
 } hparams;
 
 typedef struct {
     hparams k;
     int blocks;
-    int *first_host;               /* item_first on the host (a commit plan reads a deferred one's) */
+    size_t smem;                   /* the last block's stage */
+    dqn_hcheck *checks_host;       /* [n_checks], with where their partials are: a commit plan */
+    int *soff_host, *nb_host;      /* that finishes this one reads them */
     void *dev;                     /* one allocation holding everything the kernel reads */
 } cuda_hplan;
+
+/* the copies into shared memory are 16-byte moves of the block's rows */
+static_assert(sizeof(hpart) == 48 && sizeof(htask) == 16 && sizeof(hblock) % 8 == 0, "layouts");
+static_assert(offsetof(dqn_health_block, tot) % 16 == 0 &&
+                  offsetof(dqn_health_block, isv) % 16 == 0 &&
+                  offsetof(dqn_health_block, event) % 16 == 0 &&
+                  (sizeof(dqn_health_block) - offsetof(dqn_health_block, event)) % 16 == 0 &&
+                  sizeof(dqn_hslot_cur) % 16 == 0 &&
+                  sizeof(dqn_hslot_tot) * DQN_HEALTH_MAX_SLOTS % 16 == 0 &&
+                  sizeof(float) * DQN_HEALTH_MAX_ISV % 16 == 0,
+              "health block rows in 16-byte units");
 
 /* ---- reductions in a fixed order (deterministic) ---- */
 
@@ -121,6 +164,61 @@ __device__ static void block_reduce(hacc *a, hacc *sh) {
     __syncthreads();
 }
 
+__device__ static hpart to_part(const hacc *a, float bound) {
+    hpart p;
+    p.nonfinite = a->nonfinite;
+    p.nan = a->nan;
+    p.guarded = a->guarded;
+    p.bound = bound;
+    p.maxabs = a->maxabs;
+    p.first_value = a->first_value;
+    p.first_index = a->first_index;
+    p.sumsq = a->sumsq;
+    p.sumabs = a->sumabs;
+    return p;
+}
+
+/* another block's partial (volatile: written during this launch) */
+__device__ static hacc part_acc_v(const hpart *p) {
+    const volatile hpart *q = (const volatile hpart *)p;
+    hacc b;
+    b.nonfinite = q->nonfinite;
+    b.nan = q->nan;
+    b.guarded = q->guarded;
+    b.maxabs = q->maxabs;
+    b.first_value = q->first_value;
+    b.first_index = q->first_index;
+    b.sumsq = q->sumsq;
+    b.sumabs = q->sumabs;
+    return b;
+}
+
+/* a staged partial (shared memory) */
+__device__ static hacc part_acc(const hpart *q) {
+    hacc b;
+    b.nonfinite = q->nonfinite;
+    b.nan = q->nan;
+    b.guarded = q->guarded;
+    b.maxabs = q->maxabs;
+    b.first_value = q->first_value;
+    b.first_index = q->first_index;
+    b.sumsq = q->sumsq;
+    b.sumabs = q->sumabs;
+    return b;
+}
+
+/* a reduction's result in place of a staged partial; its bound (partial 0's) stays */
+__device__ static void put_acc(hpart *q, const hacc *a) {
+    q->nonfinite = a->nonfinite;
+    q->nan = a->nan;
+    q->guarded = a->guarded;
+    q->maxabs = a->maxabs;
+    q->first_value = a->first_value;
+    q->first_index = a->first_index;
+    q->sumsq = a->sumsq;
+    q->sumabs = a->sumabs;
+}
+
 __device__ static void scan_one(hacc *a, float *x, size_t i, float v, float bound, bool guard) {
     if (!isfinite(v)) {
         a->nonfinite++;
@@ -180,99 +278,130 @@ __device__ static void block_copy(const dqn_hcopy *c, int part, int nparts) {
         dst[i] = src[i];
 }
 
-__device__ static void isv_feed(float *v, float sample, float decay) {
-    if (!isfinite(sample)) return;
+/* the value a fault writes (health_fault's kinds) */
+__device__ static float fault_value(int kind) {
+    return kind == 1 ? __int_as_float(0x7fc00000) : kind == 2 ? __int_as_float(0x7f800000) : 1e30f;
+}
+
+/* 16 bytes global -> shared without a register: every load of the last block in flight at once
+ * (L2, not L1: the other blocks wrote them during this launch) */
+__device__ static void cp16(void *dst, const void *src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(__cvta_generic_to_global(src))
+                 : "memory");
+#else
+    *(uint4 *)dst = __ldcg((const uint4 *)src);
+#endif
+}
+
+__device__ static void cp16_wait(void) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+/* bytes (rounded up to 16) from 16-byte aligned src, the block's threads in turn */
+__device__ static void stage_bytes(void *dst, const void *src, size_t bytes) {
+    for (size_t i = threadIdx.x; i < (bytes + 15) / 16; i += HT)
+        cp16((uint4 *)dst + i, (const uint4 *)src + i);
+}
+
+/* 1 if v changed */
+__device__ static bool isv_feed(float *v, float sample, float decay) {
+    if (!isfinite(sample)) return false;
     if (*v == 0.0f) {
-        if (sample > 0.0f) *v = sample;
+        if (!(sample > 0.0f)) return false;
+        *v = sample;
     } else {
         *v = decay * *v + (1.0f - decay) * sample;
     }
+    return true;
 }
 
-/* One block: a check's partials [b0, b0 + nb) in a fixed order, then its bookkeeping (thread 0). */
-__device__ static void finalize(const hparams *k, const dqn_hcheck *c, const hpart *parts, int b0,
-                                int nb, int64_t update, hacc *sh) {
-    dqn_health_block *blk = k->blk;
+/* One block: partials src[0, nb) in the order of a block reduction, into the staged *dst (and the
+ * block's copy, for the case that it is the last block). */
+__device__ static void reduce_parts(const hpart *src, int nb, hpart *dst, int at, hacc *sh,
+                                    hpart *mine, int *mine_at) {
     hacc a;
     acc_init(&a);
     for (int j = threadIdx.x; j < nb; j += HT) {
-        const volatile hpart *q = (const volatile hpart *)&parts[b0 + j];
-        hacc b;
-        b.nonfinite = q->nonfinite;
-        b.nan = q->nan;
-        b.guarded = q->guarded;
-        b.maxabs = q->maxabs;
-        b.first_value = q->first_value;
-        b.first_index = q->first_index;
-        b.sumsq = q->sumsq;
-        b.sumabs = q->sumabs;
+        const hacc b = part_acc_v(&src[j]);
         acc_merge(&a, &b);
     }
     block_reduce(&a, sh);
     if (threadIdx.x != 0) return;
-    const float bound = ((const volatile hpart *)&parts[b0])->bound;
-    const size_t finite = c->n - a.nonfinite;
-    dqn_hslot_cur cur;
-    cur.nonfinite = a.nonfinite;
-    cur.nan = a.nan;
-    cur.guarded = a.guarded;
-    cur.maxabs = a.maxabs;
-    cur.rms = finite ? (float)sqrt(a.sumsq / (double)finite) : 0.0f;
-    cur.meanabs = finite ? (float)(a.sumabs / (double)finite) : 0.0f;
-    cur.bound = bound;
-    cur.first_index = a.first_index;
-    cur.first_value = a.first_value;
-    cur.pad = 0;
-    cur.event = a.nan ? DQN_EVENT_NAN
-                : a.nonfinite ? (a.first_value > 0 ? DQN_EVENT_POSINF : DQN_EVENT_NEGINF)
-                : a.maxabs > bound ? DQN_EVENT_RANGE
-                                   : DQN_EVENT_NONE;
-    blk->cur[c->slot] = cur;
-    dqn_hslot_tot tot = blk->tot[c->slot];
-    tot.nonfinite += a.nonfinite;
-    tot.guarded += a.guarded;
-    tot.maxabs = fmaxf(tot.maxabs, a.maxabs);
-    if (cur.event) {
-        if (tot.events == 0) tot.first_event_update = update;
-        tot.events++;
-    }
-    blk->tot[c->slot] = tot;
+    const hpart p = to_part(&a, ((const volatile hpart *)src)->bound);
+    *dst = p;
+    *mine = p;
+    *mine_at = at;
 }
 
-/* One check's ISV samples from its recorded figures, by the plan's last block: after every block
- * of the plan has read its bound (each ISV entry is fed by one check, so threads never collide). */
-__device__ static void feed(const hparams *k, const dqn_hcheck *c) {
+/* One check's record from its staged partials: the rest of the block reduction (the warps'
+ * results, in the tree warp 0 sums them in), cur, tot and its ISV samples (every block of the
+ * plan read its bound before the last one started; each ISV entry is fed by one check). */
+__device__ static void record(const hparams *k, const hfin *f, hpart *stage, dqn_health_block *sb,
+                              int64_t update) {
     dqn_health_block *blk = k->blk;
-    const volatile dqn_hslot_cur *cur = (const volatile dqn_hslot_cur *)&blk->cur[c->slot];
+    hpart *e = &stage[f->soff];
+    if (f->nst > 1) {
+        const int nw = min(HW, (f->nst + 31) / 32);
+        for (int o = HW / 2; o > 0; o >>= 1)
+            for (int w = 0; w < o && w + o < nw; w++) {
+                hacc a = part_acc(&e[32 * w]);
+                const hacc b = part_acc(&e[32 * (w + o)]);
+                acc_merge(&a, &b);
+                put_acc(&e[32 * w], &a);
+            }
+    }
+    const hacc a = part_acc(e);
+    const float bound = e->bound;
+    const size_t finite = f->n - a.nonfinite;
+    /* built in the shared copy, which the resolution reads, then stored */
+    dqn_hslot_cur *cur = &sb->cur[f->slot];
+    cur->nonfinite = a.nonfinite;
+    cur->nan = a.nan;
+    cur->guarded = a.guarded;
+    cur->maxabs = a.maxabs;
+    cur->rms = finite ? (float)sqrt(a.sumsq / (double)finite) : 0.0f;
+    cur->meanabs = finite ? (float)(a.sumabs / (double)finite) : 0.0f;
+    cur->bound = bound;
+    cur->first_index = a.first_index;
+    cur->first_value = a.first_value;
+    cur->pad = 0;
+    cur->event = a.nan ? DQN_EVENT_NAN
+                 : a.nonfinite ? (a.first_value > 0 ? DQN_EVENT_POSINF : DQN_EVENT_NEGINF)
+                 : a.maxabs > bound ? DQN_EVENT_RANGE
+                                    : DQN_EVENT_NONE;
+    dqn_hslot_tot *tot = &sb->tot[f->slot];
+    tot->nonfinite += a.nonfinite;
+    tot->guarded += a.guarded;
+    tot->maxabs = fmaxf(tot->maxabs, a.maxabs);
+    if (cur->event) {
+        if (tot->events == 0) tot->first_event_update = update;
+        tot->events++;
+    }
+    blk->cur[f->slot] = *cur;
+    blk->tot[f->slot] = *tot;
     if (cur->event) return;
-    if (c->isv_scale >= 0) isv_feed(&blk->isv[c->isv_scale], cur->maxabs, k->decay);
-    if (c->isv_stat >= 0 && c->stat != DQN_HSTAT_NONE)
-        isv_feed(&blk->isv[c->isv_stat], c->stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
-                 k->decay);
+    if (f->isv_scale >= 0 && isv_feed(&sb->isv[f->isv_scale], cur->maxabs, k->decay))
+        blk->isv[f->isv_scale] = sb->isv[f->isv_scale];
+    if (f->isv_stat >= 0 && f->stat != DQN_HSTAT_NONE &&
+        isv_feed(&sb->isv[f->isv_stat], f->stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
+                 k->decay))
+        blk->isv[f->isv_stat] = sb->isv[f->isv_stat];
 }
 
-/* The update's resolution, by the last block: the first slot with an event, guards at work. */
-__device__ static void commit(const hparams *k, int64_t update, int *decide) {
-    __shared__ int first_w[HW], guarded_w[HW];
+/* The update's resolution from the records in shared memory: the first slot with an event,
+ * guards at work. */
+__device__ static void commit(const hparams *k, const dqn_health_block *sb, int64_t update) {
+    __shared__ int first_w[HW], guarded_w[HW], decide[3];   /* event slot (-1), freeze, rollback */
     dqn_health_block *blk = k->blk;
     int first = INT_MAX, guarded = 0;
-    /* thread 0's loads first, in flight beside the slots' */
-    int32_t ev_slot = 0, skip = 0;
-    uint32_t rb_event = 0;
-    uint64_t n_rolled = 0, n_skipped = 0, n_guarded = 0, n_updates = 0;
-    if (threadIdx.x == 0) {
-        ev_slot = blk->event.slot;
-        skip = blk->skip;
-        rb_event = k->rollback_slot >= 0 ? blk->cur[k->rollback_slot].event : 0;
-        n_rolled = blk->rolled_back;
-        n_skipped = blk->skipped;
-        n_guarded = blk->guarded_updates;
-        n_updates = blk->updates;
-    }
     for (int s = threadIdx.x; s < k->n_slots; s += HT) {
-        const volatile dqn_hslot_cur *c = (const volatile dqn_hslot_cur *)&blk->cur[s];
-        if (c->event && s < first) first = s;
-        guarded |= c->guarded != 0;
+        if (sb->cur[s].event && s < first) first = s;
+        guarded |= sb->cur[s].guarded != 0;
     }
     for (int o = 16; o > 0; o >>= 1) {
         first = min(first, __shfl_down_sync(0xffffffffu, first, o));
@@ -290,10 +419,10 @@ __device__ static void commit(const hparams *k, int64_t update, int *decide) {
         }
         first = first == INT_MAX ? -1 : first;
         decide[0] = first;
-        decide[1] = first >= 0 && ev_slot < 0;
-        decide[2] = k->guard_mode && rb_event != 0;
+        decide[1] = first >= 0 && sb->event.slot < 0;
+        decide[2] = k->guard_mode && k->rollback_slot >= 0 && sb->cur[k->rollback_slot].event != 0;
         if (decide[1]) {
-            const dqn_hslot_cur *c = &blk->cur[first];
+            const dqn_hslot_cur *c = &sb->cur[first];
             blk->event.slot = first;
             blk->event.kind = c->event;
             blk->event.update = update;
@@ -303,10 +432,10 @@ __device__ static void commit(const hparams *k, int64_t update, int *decide) {
             blk->event.index = c->first_index;
             blk->frozen = 1;
         }
-        if (decide[2]) blk->rolled_back = n_rolled + 1;
-        if (skip || decide[2]) blk->skipped = n_skipped + 1;
-        if (guarded) blk->guarded_updates = n_guarded + 1;
-        blk->updates = n_updates + 1;
+        if (decide[2]) blk->rolled_back = sb->rolled_back + 1;
+        if (sb->skip || decide[2]) blk->skipped = sb->skipped + 1;
+        if (guarded) blk->guarded_updates = sb->guarded_updates + 1;
+        blk->updates = sb->updates + 1;
         blk->skip = 0;
     }
     __syncthreads();
@@ -317,6 +446,59 @@ __device__ static void commit(const hparams *k, int64_t update, int *decide) {
         if ((c->when == DQN_HCOPY_ON_FREEZE && decide[1]) ||
             (c->when == DQN_HCOPY_ON_ROLLBACK && decide[2]))
             block_copy(c, 0, 1);
+    }
+}
+
+/* The last block of a plan. (a) Every load at once: the staged partials, the warps' tasks, the
+ * checks' descriptors, the rows of the records it updates, the ISV entries it feeds, the
+ * resolution's counters; (b) each warp's share of the checks' reductions; (c) a thread per check
+ * records it; (d) the resolution. What this block wrote itself, the staged partial `mine` (at
+ * mine_at, or -1) and the skip flag (own_skip, or -1), comes from shared memory, so a plan of one
+ * block needs no fence. */
+__device__ static void tail(const hparams *k, int64_t update, const hpart *mine, int mine_at,
+                            int own_skip) {
+    extern __shared__ uint4 dyn[];
+    __shared__ __align__(16) dqn_health_block sb;
+    hpart *stage = (hpart *)dyn;
+    htask *task = (htask *)(stage + k->n_staged);
+    hfin *sfin = (hfin *)(task + k->n_tasks);
+    const hfin *fin = k->fins_staged ? sfin : k->fins;
+    dqn_health_block *blk = k->blk;
+    const int t = threadIdx.x, lane = t % 32;
+    const uint4 *parts = (const uint4 *)k->parts;
+    for (int i = t; i < 3 * k->n_staged; i += HT)
+        if (i / 3 != mine_at) cp16(&dyn[i], &parts[i]);
+    stage_bytes(task, k->tasks, sizeof(htask) * (size_t)k->n_tasks);
+    if (k->fins_staged) stage_bytes(sfin, k->fins, sizeof(hfin) * (size_t)k->n_fin);
+    stage_bytes(sb.tot, blk->tot, sizeof(dqn_hslot_tot) * (size_t)k->slot_hi);
+    stage_bytes(sb.isv, blk->isv, sizeof(float) * (size_t)k->isv_hi);
+    if (k->commit) {
+        stage_bytes(sb.cur, blk->cur, sizeof(dqn_hslot_cur) * (size_t)k->cur_hi);
+        stage_bytes(&sb.event, &blk->event,
+                    sizeof(dqn_health_block) - offsetof(dqn_health_block, event));
+    }
+    if (t == 0 && mine_at >= 0) stage[mine_at] = *mine;
+    cp16_wait();
+    __syncthreads();
+    if (t == 0 && own_skip >= 0) sb.skip = own_skip;   /* read by commit, after the next barrier */
+#pragma unroll 1
+    for (int i = t / 32; i < k->n_tasks; i += HW) {
+        const htask q = task[i];
+        hacc a;
+        acc_init(&a);
+#pragma unroll 1
+        for (int j = 32 * q.w + lane; j < q.nb; j += HT) {
+            const hacc b = part_acc(&stage[q.soff + j]);
+            acc_merge(&a, &b);
+        }
+        warp_reduce(&a);
+        if (lane == 0) put_acc(&stage[q.soff + 32 * q.w], &a);
+    }
+    __syncthreads();
+    for (int j = t; j < k->n_fin; j += HT) record(k, &fin[j], stage, &sb, update);
+    if (k->commit) {
+        __syncthreads();
+        commit(k, &sb, update);
     }
 }
 
@@ -343,10 +525,7 @@ __device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts
         else if (copy) d->target[i] = pi;
         if (i == d->n / 2)
             for (int f = 0; f < d->n_faults; f++)
-                if (st == d->fault_at[f])
-                    pi = d->fault_kind[f] == 1   ? __int_as_float(0x7fc00000)
-                         : d->fault_kind[f] == 2 ? __int_as_float(0x7f800000)
-                                                 : 1e30f;
+                if (st == d->fault_at[f]) pi = fault_value(d->fault_kind[f]);
         d->p[i] = pi;
         scan_one(a, d->p, i, pi, bound, false);
     }
@@ -355,102 +534,86 @@ __device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts
 __global__ void __launch_bounds__(HT) k_health(hparams k) {
     KERNEL_PROLOGUE();
     __shared__ hacc sh[HW];
-    __shared__ bool last;
-    __shared__ int decide[3];   /* event slot (-1), freeze, rollback */
-    const int b = blockIdx.x, item = k.block_item[b];
-    const int part = b - k.item_first[item], nparts = k.item_first[item + 1] - k.item_first[item];
-    const int n_fin = k.n_checks + k.n_drefs;   /* items with bookkeeping */
+    __shared__ hpart mine;
+    __shared__ int mine_at, own_skip, last;
+    const hblock *hb = &k.blocks[blockIdx.x];
     dqn_health_block *blk = k.blk;
     /* every block reads the counter before the last one (with an optimizer step) raises it */
     const uint64_t st = *(const volatile uint64_t *)k.step;
     const int64_t update = (int64_t)st - (k.has_adam ? 0 : k.step_after);
+    if (threadIdx.x == 0) mine_at = own_skip = -1;
 
-    if (item >= n_fin) {
-        block_copy(&k.copies[item - n_fin], part, nparts);
-    } else if (item < k.n_checks) {
-        const dqn_hcheck c = k.checks[item];
-        const float bound = fmaxf(k.guard_scale * blk->isv[c.isv_bound], k.guard_floor);
+    if (hb->item >= k.n_fin) {
+        block_copy(&k.copies[hb->item - k.n_fin], hb->part, hb->nparts);
+    } else if (hb->item < k.n_checks) {
+        const float bound = fmaxf(k.guard_scale * blk->isv[hb->c.isv_bound], k.guard_floor);
         hacc a;
         acc_init(&a);
-        if (item == 0 && k.has_adam) {
+        if (hb->item == 0 && k.has_adam) {
             bool skip = false;
             if (k.guard_mode && k.adam.gnorm && k.adam.skip_isv >= 0) {
                 const float g = *k.adam.gnorm;
                 skip = !(isfinite(g) &&
                          g <= fmaxf(k.guard_scale * blk->isv[k.adam.skip_isv], k.guard_floor));
             }
-            if (part == 0 && threadIdx.x == 0) blk->skip = skip;
-            adam_scan(&k, &a, part, nparts, st, bound, skip);
+            if (hb->part == 0 && threadIdx.x == 0) blk->skip = own_skip = skip;
+            adam_scan(&k, &a, hb->part, hb->nparts, st, bound, skip);
         } else {
-            scan(&a, c.x, c.n, part, nparts, bound, c.guard && k.guard_mode);
+            scan(&a, hb->c.x, hb->c.n, hb->part, hb->nparts, bound, hb->c.guard && k.guard_mode);
         }
         block_reduce(&a, sh);
         if (threadIdx.x == 0) {
-            hpart p;
-            p.nonfinite = a.nonfinite;
-            p.nan = a.nan;
-            p.guarded = a.guarded;
-            p.bound = bound;
-            p.maxabs = a.maxabs;
-            p.first_value = a.first_value;
-            p.first_index = a.first_index;
-            p.sumsq = a.sumsq;
-            p.sumabs = a.sumabs;
-            k.parts[b] = p;
+            const hpart p = to_part(&a, bound);
+            k.parts[hb->pidx] = p;
+            if (hb->red < 0) {
+                mine = p;
+                mine_at = hb->pidx;
+            }
         }
+        if (hb->red >= 0) {   /* too many partials to stage: the check's last block reduces them */
+            if (threadIdx.x == 0) {
+                __threadfence();
+                last = atomicAdd(&k.item_done[hb->item], 1u) == (unsigned)hb->nparts - 1;
+            }
+            __syncthreads();
+            if (last) {
+                __threadfence();
+                reduce_parts(k.parts + (hb->pidx - hb->part), hb->nparts, &k.parts[hb->red],
+                             hb->red, sh, &mine, &mine_at);
+                if (threadIdx.x == 0) k.item_done[hb->item] = 0;
+            }
+        }
+    } else {   /* a deferred check: its plan ran before this one */
+        const hdref r = k.drefs[hb->item - k.n_checks];
+        reduce_parts(r.parts, r.nb, &k.parts[hb->red], hb->red, sh, &mine, &mine_at);
     }
     if (k.defer) return;   /* the commit plan does the bookkeeping */
     __syncthreads();
-    /* the last block of a check records it: the checks' in parallel */
-    if (item < n_fin) {
+    if (gridDim.x > 1) {
         if (threadIdx.x == 0) {
             __threadfence();
-            last = atomicAdd(&k.item_done[item], 1u) == (unsigned)nparts - 1;
+            last = atomicAdd(k.done, 1u) == gridDim.x - 1;
         }
         __syncthreads();
-        if (last) {
-            __threadfence();
-            if (item < k.n_checks) {
-                finalize(&k, &k.checks[item], k.parts, k.item_first[item], nparts, update, sh);
-            } else {
-                const hdref *r = &k.drefs[item - k.n_checks];
-                finalize(&k, r->check, r->parts, r->b0, r->nb, update, sh);
-            }
-            if (threadIdx.x == 0) k.item_done[item] = 0;
-        }
-        __syncthreads();
-    }
-    /* the last block of all: the ISV, the update's resolution, the counter */
-    if (threadIdx.x == 0) {
+        if (!last) return;
         __threadfence();
-        last = atomicAdd(k.done, 1u) == gridDim.x - 1;
     }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    /* the ISV (written only here) beside the commit (which reads the slots, not the ISV) */
-    for (int j = threadIdx.x; j < n_fin; j += HT)
-        feed(&k, j < k.n_checks ? &k.checks[j] : k.drefs[j - k.n_checks].check);
-    if (k.commit) commit(&k, update, decide);
+    tail(&k, update, &mine, mine_at, own_skip);
     if (threadIdx.x == 0) {
         if (k.has_adam) *k.adam.step = st + 1;
-        *k.done = 0;
+        if (gridDim.x > 1) *k.done = 0;
     }
 }
 
-static int blocks_for(const cuda_impl *c, size_t n) {
-    size_t want = (n + (size_t)HT * H_ELEMS_PER_THREAD - 1) / ((size_t)HT * H_ELEMS_PER_THREAD);
+static int blocks_for(const cuda_impl *c, size_t n, int per_thread) {
+    size_t want = (n + (size_t)HT * per_thread - 1) / ((size_t)HT * per_thread);
     size_t cap = (size_t)c->sm_count * H_MAX_BLOCKS_PER_ITEM;
     if (want > cap) want = cap;
     return want ? (int)want : 1;
 }
 
-static int adam_blocks(const cuda_impl *c, size_t n) {
-    size_t want = (n + (size_t)HT * 4 - 1) / ((size_t)HT * 4);
-    size_t cap = (size_t)c->sm_count * H_MAX_BLOCKS_PER_ITEM;
-    if (want > cap) want = cap;
-    return want ? (int)want : 1;
-}
+/* the warps' tasks of a check of nb staged partials */
+static int tasks_for(int nb) { return nb > 1 ? (nb + 31) / 32 < HW ? (nb + 31) / 32 : HW : 0; }
 
 static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
 
@@ -463,9 +626,11 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     for (int i = 0; i < desc->n_deferred; i++)
         CUDA_ARG(desc->deferred[i] && ((const cuda_hplan *)desc->deferred[i])->k.defer,
                  "health_plan: deferred plan %d was not built with defer", i);
-    CUDA_ARG(desc->n_checks >= 0 && desc->n_copies >= 0 && desc->n_slots <= DQN_HEALTH_MAX_SLOTS,
-             "health_plan: %d checks, %d copies, %d slots", desc->n_checks, desc->n_copies,
-             desc->n_slots);
+    CUDA_ARG(desc->n_checks >= 0 && desc->n_checks <= DQN_HEALTH_MAX_SLOTS && desc->n_copies >= 0 &&
+                 desc->n_slots <= DQN_HEALTH_MAX_SLOTS &&
+                 (!desc->commit || desc->rollback_slot < DQN_HEALTH_MAX_SLOTS),
+             "health_plan: %d checks, %d copies, %d slots, rollback slot %d", desc->n_checks,
+             desc->n_copies, desc->n_slots, desc->rollback_slot);
     int always = 0;
     for (int i = 0; i < desc->n_copies; i++) {
         const dqn_hcopy *cp = &desc->copies[i];
@@ -481,88 +646,182 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
                  "health_plan: check %d (slot %d) is malformed", i, ck->slot);
     }
     const dqn_hadam *ad = desc->adam;
-    CUDA_ARG(!ad || (desc->commit && desc->n_checks >= 1 && desc->checks[0].x == ad->p &&
-                     desc->checks[0].n == ad->n && ad->step == desc->step && ad->n_faults >= 0 &&
-                     ad->n_faults <= DQN_HADAM_MAX_FAULTS && ad->skip_isv < DQN_HEALTH_MAX_ISV &&
-                     ad->beta1 >= 0.0f && ad->beta1 < 1.0f && ad->beta2 >= 0.0f &&
-                     ad->beta2 < 1.0f && (ad->period > 0 || (ad->period == 0 && ad->tau >= 0.0f &&
-                                                            ad->tau <= 1.0f))),
+    CUDA_ARG(dqn_hadam_ok(desc),
              "health_plan: an optimizer step needs a commit plan whose first check is its "
              "parameters, the plan's counter, at most %d faults and adam_target_step's ranges",
              DQN_HADAM_MAX_FAULTS);
-    /* the deferred plans' checks, each an item of one block that does its bookkeeping */
+    /* the last block's stage: what shared memory the kernel leaves */
+    size_t budget = 0;
+    if (!desc->defer) {
+        cudaFuncAttributes fa;
+        CUDA_CHECK(cudaFuncGetAttributes(&fa, k_health));
+        budget = fa.sharedSizeBytes < H_SMEM_BLOCK ? H_SMEM_BLOCK - fa.sharedSizeBytes : 0;
+    }
+    const int nc = desc->n_checks;
     int n_drefs = 0;
     for (int i = 0; i < desc->n_deferred; i++)
         n_drefs += ((const cuda_hplan *)desc->deferred[i])->k.n_checks;
-    /* items: the checks, the deferred checks, then the ALWAYS copies (the others run in the last
-     * block) */
-    int n_fin = desc->n_checks + n_drefs;
-    int items = n_fin + always;
+    /* items: the checks, the deferred checks (a block each that reduces its partials), then the
+     * ALWAYS copies (the others run in the last block) */
+    const int n_fin = nc + n_drefs, items = n_fin + always;
     CUDA_ARG(items > 0, "health_plan: nothing to check or copy");
-    int *first = (int *)malloc(sizeof(int) * (size_t)(items + 1));
+    /* per item: blocks; per check: staged partials' offset, whether one block reduces them, where
+     * its partials are */
+    int *nb = (int *)calloc((size_t)items + 3 * (size_t)n_fin + 1, sizeof(int));
     dqn_hcopy *order = (dqn_hcopy *)malloc(sizeof(dqn_hcopy) * (size_t)(desc->n_copies + 1));
     hdref *drefs = (hdref *)malloc(sizeof(hdref) * (size_t)(n_drefs + 1));
-    if (!first || !order || !drefs) {
-        free(first);
+    hfin *fins = (hfin *)calloc((size_t)n_fin + 1, sizeof(hfin));
+    if (!nb || !order || !drefs || !fins) {
+        free(nb);
         free(order);
         free(drefs);
+        free(fins);
         return DQN_ERR(DQN_ERR_NOMEM, "health plan");
     }
+    int *soff = nb + items, *big = soff + n_fin, *raw = big + n_fin;
     n_drefs = 0;
     for (int i = 0; i < desc->n_deferred; i++) {
         const cuda_hplan *q = (const cuda_hplan *)desc->deferred[i];
         for (int j = 0; j < q->k.n_checks; j++) {
-            hdref r = {q->k.checks + j, q->k.parts, q->first_host[j],
-                       q->first_host[j + 1] - q->first_host[j]};
+            hdref r = {q->k.parts + q->soff_host[j], q->nb_host[j], 0};
+            const dqn_hcheck *ck = &q->checks_host[j];
+            hfin f = {ck->n, ck->slot, ck->isv_scale, ck->isv_stat, ck->stat, 0, 1};
+            fins[nc + n_drefs] = f;
             drefs[n_drefs++] = r;
         }
     }
-    int nc = 0;
+    int ncp = 0;
     for (int i = 0; i < desc->n_copies; i++)
-        if (desc->copies[i].when == DQN_HCOPY_ALWAYS) order[nc++] = desc->copies[i];
+        if (desc->copies[i].when == DQN_HCOPY_ALWAYS) order[ncp++] = desc->copies[i];
     for (int i = 0; i < desc->n_copies; i++)
-        if (desc->copies[i].when != DQN_HCOPY_ALWAYS) order[nc++] = desc->copies[i];
+        if (desc->copies[i].when != DQN_HCOPY_ALWAYS) order[ncp++] = desc->copies[i];
     int blocks = 0;
     for (int it = 0; it < items; it++) {
-        first[it] = blocks;
-        /* Adam's pass: a few elements a thread (each block also reduces its statistics) */
-        blocks += it == 0 && ad      ? adam_blocks(c, ad->n)
-                  : it < desc->n_checks ? blocks_for(c, desc->checks[it].n)
-                  : it < n_fin        ? 1
-                                      : blocks_for(c, order[it - n_fin].bytes / 4);
+        nb[it] = it == 0 && ad   ? blocks_for(c, ad->n, H_ADAM_ELEMS_PER_THREAD)
+                 : it < nc      ? blocks_for(c, desc->checks[it].n, H_ELEMS_PER_THREAD)
+                 : it < n_fin   ? 1
+                                : blocks_for(c, order[it - n_fin].bytes / 4, H_ELEMS_PER_THREAD);
+        blocks += nb[it];
     }
-    first[items] = blocks;
-    int *owner = (int *)malloc(sizeof(int) * (size_t)blocks);
-    if (!owner) {
-        free(first);
+    /* the checks with the most partials reduce them first where the stage would not hold them */
+    size_t staged = (size_t)n_drefs, tasks = 0;
+    for (int j = 0; j < nc; j++) {
+        staged += (size_t)nb[j];
+        tasks += (size_t)tasks_for(nb[j]);
+    }
+    const size_t fin_bytes = sizeof(hfin) * (size_t)n_fin;
+    while (!desc->defer && sizeof(hpart) * staged + sizeof(htask) * tasks + fin_bytes > budget) {
+        int pick = -1;
+        for (int j = 0; j < nc; j++)
+            if (!big[j] && nb[j] > 1 && (pick < 0 || nb[j] > nb[pick])) pick = j;
+        if (pick < 0) break;
+        big[pick] = 1;
+        staged -= (size_t)nb[pick] - 1;
+        tasks -= (size_t)tasks_for(nb[pick]);
+    }
+    size_t smem = desc->defer ? 0 : sizeof(hpart) * staged + sizeof(htask) * tasks;
+    const int fins_staged = !desc->defer && smem + fin_bytes <= budget;
+    if (fins_staged) smem += fin_bytes;
+    if (smem > budget) {
+        free(nb);
         free(order);
         free(drefs);
-        return DQN_ERR(DQN_ERR_NOMEM, "health plan");
+        free(fins);
+        return DQN_ERR(DQN_ERR_ARG, "health_plan: %d checks with the deferred ones: more than the "
+                                    "last block can stage", n_fin);
     }
-    for (int it = 0; it < items; it++)
-        for (int bb = first[it]; bb < first[it + 1]; bb++) owner[bb] = it;
+    int n_parts = 0;
+    for (int j = 0; j < n_fin; j++) {
+        soff[j] = n_parts;
+        n_parts += j < nc && !big[j] ? nb[j] : 1;
+    }
+    const int n_staged = n_parts;
+    for (int j = 0; j < nc; j++)
+        if (big[j]) {
+            raw[j] = n_parts;
+            n_parts += nb[j];
+        }
+    int slot_hi = 0, isv_hi = 0;
+    for (int j = 0; j < n_fin; j++) {
+        hfin *f = &fins[j];
+        if (j < nc) {
+            const dqn_hcheck *ck = &desc->checks[j];
+            hfin g = {ck->n, ck->slot, ck->isv_scale, ck->isv_stat, ck->stat, 0, 0};
+            *f = g;
+        }
+        f->soff = soff[j];
+        f->nst = j < nc && !big[j] ? nb[j] : 1;
+        slot_hi = f->slot + 1 > slot_hi ? f->slot + 1 : slot_hi;
+        isv_hi = f->isv_scale + 1 > isv_hi ? f->isv_scale + 1 : isv_hi;
+        if (f->stat != DQN_HSTAT_NONE)
+            isv_hi = f->isv_stat + 1 > isv_hi ? f->isv_stat + 1 : isv_hi;
+    }
+    int cur_hi = 0;
+    if (desc->commit) {
+        cur_hi = desc->n_slots > 0 ? desc->n_slots : 0;
+        if (desc->rollback_slot + 1 > cur_hi) cur_hi = desc->rollback_slot + 1;
+    }
 
-    size_t o_checks = 0, o_copies = align16(o_checks + sizeof(dqn_hcheck) * (size_t)desc->n_checks);
-    size_t o_owner = align16(o_copies + sizeof(dqn_hcopy) * (size_t)nc);
-    size_t o_first = align16(o_owner + sizeof(int) * (size_t)blocks);
-    size_t o_parts = align16(o_first + sizeof(int) * (size_t)(items + 1));
-    size_t o_done = align16(o_parts + sizeof(hpart) * (size_t)blocks);
+    size_t o_blocks = 0, o_copies = align16(o_blocks + sizeof(hblock) * (size_t)blocks);
+    size_t o_drefs = align16(o_copies + sizeof(dqn_hcopy) * (size_t)ncp);
+    size_t o_fins = align16(o_drefs + sizeof(hdref) * (size_t)n_drefs);
+    size_t o_tasks = align16(o_fins + sizeof(hfin) * (size_t)n_fin);
+    size_t o_parts = align16(o_tasks + sizeof(htask) * tasks);
+    size_t o_done = align16(o_parts + sizeof(hpart) * (size_t)n_parts);
     size_t o_idone = align16(o_done + 16);
-    size_t o_drefs = align16(o_idone + sizeof(unsigned) * (size_t)items);
-    size_t total = o_drefs + sizeof(hdref) * (size_t)(n_drefs + 1);
+    size_t total = align16(o_idone + sizeof(unsigned) * (size_t)(nc + 1));
     cuda_hplan *p = (cuda_hplan *)calloc(1, sizeof *p);
     unsigned char *host = (unsigned char *)calloc(1, total);
     dqn_status s = DQN_OK;
     if (!p || !host) s = DQN_ERR(DQN_ERR_NOMEM, "health plan");
-    if (s == DQN_OK && !(p->first_host = (int *)malloc(sizeof(int) * (size_t)(items + 1))))
-        s = DQN_ERR(DQN_ERR_NOMEM, "health plan");
     if (s == DQN_OK) {
-        memcpy(p->first_host, first, sizeof(int) * (size_t)(items + 1));
-        if (desc->n_checks) memcpy(host + o_checks, desc->checks, sizeof(dqn_hcheck) * desc->n_checks);
-        if (nc) memcpy(host + o_copies, order, sizeof(dqn_hcopy) * (size_t)nc);
-        memcpy(host + o_owner, owner, sizeof(int) * (size_t)blocks);
-        memcpy(host + o_first, first, sizeof(int) * (size_t)(items + 1));
+        p->checks_host = (dqn_hcheck *)malloc(sizeof(dqn_hcheck) * (size_t)(nc + 1));
+        p->soff_host = (int *)malloc(sizeof(int) * 2 * (size_t)(nc + 1));
+        if (!p->checks_host || !p->soff_host) s = DQN_ERR(DQN_ERR_NOMEM, "health plan");
+    }
+    if (s == DQN_OK) {
+        p->nb_host = p->soff_host + nc + 1;
+        if (nc) memcpy(p->checks_host, desc->checks, sizeof(dqn_hcheck) * (size_t)nc);
+        for (int j = 0; j < nc; j++) {
+            p->soff_host[j] = big[j] ? raw[j] : soff[j];
+            p->nb_host[j] = nb[j];
+        }
+        /* the deferred checks' blocks first: their partials are ready at the start */
+        hblock *hbk = (hblock *)(host + o_blocks);
+        int b = 0;
+        for (int r = 0; r < n_drefs; r++) {
+            hblock h;
+            memset(&h, 0, sizeof h);
+            h.item = nc + r;
+            h.nparts = 1;
+            h.pidx = -1;
+            h.red = soff[nc + r];
+            hbk[b++] = h;
+        }
+        for (int it = 0; it < items; it++) {
+            if (it >= nc && it < n_fin) continue;
+            for (int part = 0; part < nb[it]; part++) {
+                hblock h;
+                memset(&h, 0, sizeof h);
+                if (it < nc) h.c = desc->checks[it];
+                h.item = it;
+                h.part = part;
+                h.nparts = nb[it];
+                h.pidx = it >= nc ? -1 : big[it] ? raw[it] + part : soff[it] + part;
+                h.red = it < nc && big[it] ? soff[it] : -1;
+                hbk[b++] = h;
+            }
+        }
+        htask *tk = (htask *)(host + o_tasks);
+        int nt = 0;
+        for (int j = 0; j < nc; j++)
+            for (int w = 0; !big[j] && w < tasks_for(nb[j]); w++) {
+                htask q = {soff[j], nb[j], w, 0};
+                tk[nt++] = q;
+            }
+        if (ncp) memcpy(host + o_copies, order, sizeof(dqn_hcopy) * (size_t)ncp);
         if (n_drefs) memcpy(host + o_drefs, drefs, sizeof(hdref) * (size_t)n_drefs);
+        if (n_fin) memcpy(host + o_fins, fins, sizeof(hfin) * (size_t)n_fin);
         cudaError_t e = cudaMalloc(&p->dev, total);
         if (e == cudaSuccess)
             e = cudaMemcpyAsync(p->dev, host, total, cudaMemcpyHostToDevice, c->stream);
@@ -571,19 +830,18 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
             s = DQN_ERR(DQN_ERR_BACKEND, "health plan (%zu bytes): %s%s", total,
                         cudaGetErrorString(e), cuda_hint(e));
     }
-    free(first);
+    free(nb);
     free(order);
-    free(owner);
     free(drefs);
+    free(fins);
     free(host);
     if (s != DQN_OK) {
-        if (p && p->dev) cudaFree(p->dev);
-        if (p) free(p->first_host);
-        free(p);
+        cuda_health_plan_free(be, p);
         return s;
     }
     unsigned char *d = (unsigned char *)p->dev;
     p->blocks = blocks;
+    p->smem = smem;
     p->k.blk = desc->blk;
     p->k.step = desc->step;
     p->k.guard_scale = desc->guard_scale;
@@ -593,22 +851,28 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     p->k.commit = desc->commit;
     p->k.n_slots = desc->n_slots;
     p->k.rollback_slot = desc->rollback_slot;
-    p->k.checks = (const dqn_hcheck *)(d + o_checks);
-    p->k.n_checks = desc->n_checks;
-    /* the kernel sees the ALWAYS copies as items and runs the rest (n_copies in all) in commit */
-    p->k.copies = (const dqn_hcopy *)(d + o_copies);
-    p->k.n_copies = nc;
-    p->k.block_item = (const int *)(d + o_owner);
-    p->k.item_first = (const int *)(d + o_first);
-    p->k.parts = (hpart *)(d + o_parts);
-    p->k.done = (unsigned *)(d + o_done);
-    p->k.item_done = (unsigned *)(d + o_idone);
     p->k.defer = desc->defer;
     p->k.step_after = desc->step_after;
     p->k.has_adam = ad != NULL;
     if (ad) p->k.adam = *ad;
+    p->k.blocks = (const hblock *)(d + o_blocks);
+    p->k.n_checks = nc;
+    p->k.n_fin = n_fin;
     p->k.drefs = (const hdref *)(d + o_drefs);
-    p->k.n_drefs = n_drefs;
+    /* the kernel sees the ALWAYS copies as items and runs the rest (n_copies in all) in commit */
+    p->k.copies = (const dqn_hcopy *)(d + o_copies);
+    p->k.n_copies = ncp;
+    p->k.fins = (const hfin *)(d + o_fins);
+    p->k.tasks = (const htask *)(d + o_tasks);
+    p->k.n_staged = desc->defer ? 0 : n_staged;
+    p->k.n_tasks = desc->defer ? 0 : (int)tasks;
+    p->k.fins_staged = fins_staged;
+    p->k.slot_hi = slot_hi;
+    p->k.isv_hi = isv_hi;
+    p->k.cur_hi = cur_hi;
+    p->k.parts = (hpart *)(d + o_parts);
+    p->k.done = (unsigned *)(d + o_done);
+    p->k.item_done = (unsigned *)(d + o_idone);
     *plan = p;
     return DQN_OK;
 }
@@ -618,7 +882,8 @@ void cuda_health_plan_free(dqn_backend *be, void *plan) {
     cuda_hplan *p = (cuda_hplan *)plan;
     if (!p) return;
     if (p->dev) cudaFree(p->dev);
-    free(p->first_host);
+    free(p->checks_host);
+    free(p->soff_host);
     free(p);
 }
 
@@ -626,14 +891,14 @@ dqn_status cuda_health_check(dqn_backend *be, const void *plan) {
     cuda_impl *c = cuda_of(be);
     const cuda_hplan *p = (const cuda_hplan *)plan;
     CUDA_ARG(p, "health_check: NULL plan");
-    KLAUNCH(k_health, p->blocks, HT, 0, p->k);
+    KLAUNCH(k_health, p->blocks, HT, p->smem, p->k);
     return DQN_OK;
 }
 
 __global__ void k_fault(float *x, size_t n, const uint64_t *step, uint64_t at, int kind) {
     KERNEL_PROLOGUE();
     if (*step != at) return;
-    x[n / 2] = kind == 1 ? __int_as_float(0x7fc00000) : kind == 2 ? __int_as_float(0x7f800000) : 1e30f;
+    x[n / 2] = fault_value(kind);
 }
 
 dqn_status cuda_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,
