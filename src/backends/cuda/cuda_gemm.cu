@@ -35,12 +35,12 @@ void cuda_gemm_release(cuda_impl *c) {
 }
 
 #define GEMM_HEURISTICS 16   /* cublasLt's candidates looked at for one without split-K */
-/* Where a split-K algorithm's second node costs more than it saves: fp32, both matrix sides at
- * most 64 wide, at most this many multiply-adds (measured on the H200: the cartpole model at
- * B = 32 13% faster; applied to every GEMM up to 2^27 multiply-adds it cost the seed model 4-15%
- * and TF32 cartpole at B = 4096 12%, so cuBLAS's first choice stays everywhere else) */
-#define GEMM_ONE_KERNEL_MACS ((double)(1 << 24))
-#define GEMM_ONE_KERNEL_WIDTH 64
+/* Where a split-K algorithm's second node costs more than it saves: fp32, K and N at most 128,
+ * at most this many multiply-adds (measured on the H200: the cartpole model at B = 32 14% faster;
+ * applied to every GEMM up to 2^27 multiply-adds it cost the seed model, whose GEMMs are 256
+ * wide, 4-15% and TF32 cartpole at B = 4096 12%, so cuBLAS's first choice stays there) */
+#define GEMM_ONE_KERNEL_MACS ((double)(1 << 27))
+#define GEMM_ONE_KERNEL_WIDTH 128
 
 /* Builds a plan; *found = 0 when cublasLt has no algorithm for it (the caller falls back).
  * Forward: D[N,M] = W^T X^T, epilogue bias and/or ReLU. dgrad: dW^T[K,N] = X^T[K,M] dY[M,N] with
