@@ -19,6 +19,7 @@
 #define H_ELEMS_PER_THREAD 16      /* the least work a block is given */
 #define H_ADAM_ELEMS_PER_THREAD 4  /* Adam's pass: a few elements a thread */
 #define H_MAX_BLOCKS_PER_ITEM 4    /* x the multiprocessors */
+#define H_SCAN_AHEAD 4             /* float4 loads of a thread in flight at once in a scan */
 /* Shared memory a block may use, static and the last block's stage: 5 blocks of HT threads (the
  * register file's limit at 48 registers) still fit a multiprocessor (228 KB, 1 KB a block). */
 #define H_SMEM_BLOCK (44 * 1024)
@@ -250,12 +251,23 @@ __device__ static void scan(hacc *a, float *x, size_t n, int part, int nparts, f
     if (((uintptr_t)x & 15) == 0) {
         size_t n4 = n / 4;
         const float4 *x4 = (const float4 *)x;
-        for (size_t j = (size_t)part * HT + threadIdx.x; j < n4; j += (size_t)nparts * HT) {
-            float4 v = x4[j];
-            scan_one(a, x, 4 * j, v.x, bound, guard);
-            scan_one(a, x, 4 * j + 1, v.y, bound, guard);
-            scan_one(a, x, 4 * j + 2, v.z, bound, guard);
-            scan_one(a, x, 4 * j + 3, v.w, bound, guard);
+        const size_t stride = (size_t)nparts * HT;
+        /* H_SCAN_AHEAD of the thread's float4s loaded before any is scanned (a guard's store may
+         * alias a later load, so the compiler would not hoist them): the same order of sums */
+        for (size_t j0 = (size_t)part * HT + threadIdx.x; j0 < n4; j0 += H_SCAN_AHEAD * stride) {
+            float4 v[H_SCAN_AHEAD];
+#pragma unroll
+            for (int u = 0; u < H_SCAN_AHEAD; u++)
+                if (j0 + u * stride < n4) v[u] = x4[j0 + u * stride];
+#pragma unroll
+            for (int u = 0; u < H_SCAN_AHEAD; u++) {
+                const size_t j = j0 + u * stride;
+                if (j >= n4) break;
+                scan_one(a, x, 4 * j, v[u].x, bound, guard);
+                scan_one(a, x, 4 * j + 1, v[u].y, bound, guard);
+                scan_one(a, x, 4 * j + 2, v[u].z, bound, guard);
+                scan_one(a, x, 4 * j + 3, v[u].w, bound, guard);
+            }
         }
         head = n4 * 4;
     }
