@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
         static const char *const hname[] = {"off", "detect", "guard"};
         printf("update %s model=%s gemm=%s math=%s health=%s B=%d N=32: %.1f updates/s, "
                "%.3f ms/update, %.0f samples/s\n",
-               be->ops->name, model, cuda ? "cublas" : dqn_cpu_gemm_name(), tf32 ? "tf32" : "fp32",
+               be->ops->name, model, cuda ? "own+cublas" : dqn_cpu_gemm_name(), tf32 ? "tf32" : "fp32",
                hname[health], B, ups, 1e3 / ups, ups * B);
         free(o); free(no); free(R); free(dc); free(ac);
         dqn_replay_destroy(&r);

@@ -23,6 +23,9 @@
 /* heads_fwd's HF_GEMM_ELEMS (cuda_common.cuh): from R x H this large, cuBLAS GEMMs and a combine
  * kernel */
 #define HEADS_GEMM_ELEMS (1 << 21)
+/* OWN_GEMM_MACS (cuda_common.cuh): the own GEMM kernels up to this many multiply-adds (fp32,
+ * K and N at most 128) */
+#define OWN_GEMM_MACS (1 << 25)
 
 static dqn_backend *gpu, *gpu_tf32, *cpu;
 static uint64_t draw;   /* input draws never repeat within the run */
@@ -205,6 +208,14 @@ static void test_linear(int M, int K, int N, int off, int timed) {
     CPU(linear_act_fwd, X.c, W.c, NULL, Ynb.c, M, K, N, DQN_ACT_RELU);
     CHECK_OK(gpu->ops->linear_act_fwd(gpu, X.g, W.g, NULL, Ynb.g, M, K, N, DQN_ACT_RELU));
     expect_f("linear_act_fwd relu without bias", Ynb, TOL_RED);
+    /* ELU (the CPU is linear_fwd then elu_fwd; cuBLAS's path adds an elu kernel) */
+    poison(Y.g, Y.n * sizeof(float));
+    CPU(linear_act_fwd, X.c, W.c, b.c, Y.c, M, K, N, DQN_ACT_ELU);
+    CHECK_OK(gpu->ops->linear_act_fwd(gpu, X.g, W.g, b.g, Y.g, M, K, N, DQN_ACT_ELU));
+    expect_f("linear_act_fwd elu", Y, TOL_RED);
+    size_t neg = 0;
+    for (size_t i = 0; i < Y.n; i++) neg += Y.c[i] < 0.0f;
+    CHECK(neg > 0 && neg < Y.n, "linear_act_fwd: elu left %zu of %zu negative", neg, Y.n);
 
     vf dY = in_f((size_t)M * N, -1, 1), dX = out_f((size_t)M * K), dW = out_f((size_t)N * K),
        db = out_f((size_t)N);
@@ -221,6 +232,26 @@ static void test_linear(int M, int K, int N, int off, int timed) {
     expect_f("linear_bwd dW (dX NULL)", dW, TOL_RED);
     expect_same_bits("linear_bwd db", db.g, db_snap, db.n * sizeof(float));
     free(db_snap);
+    /* W and dW with rows K + 3 apart (the gap columns kept), dX accumulated, ReLU and ELU */
+    const int ldw = K + 3;
+    vf Wl = in_f((size_t)N * ldw, -1, 1), dXa = in_f((size_t)M * K, -1, 1);
+    vf dWl = in_f((size_t)N * ldw, -1, 1), dbl = out_f((size_t)N);
+    CPU(linear_ld_fwd, X.c, Wl.c, ldw, b.c, Y.c, M, K, N, DQN_ACT_ELU);
+    CHECK_OK(gpu->ops->linear_ld_fwd(gpu, X.g, Wl.g, ldw, b.g, Y.g, M, K, N, DQN_ACT_ELU));
+    expect_f("linear_ld_fwd elu (ldw = K + 3)", Y, TOL_RED);
+    CPU(linear_ld_fwd, X.c, Wl.c, ldw, NULL, Y.c, M, K, N, DQN_ACT_RELU);
+    CHECK_OK(gpu->ops->linear_ld_fwd(gpu, X.g, Wl.g, ldw, NULL, Y.g, M, K, N, DQN_ACT_RELU));
+    expect_f("linear_ld_fwd relu without bias", Y, TOL_RED);
+    CPU(linear_ld_bwd, X.c, Wl.c, ldw, dY.c, dXa.c, 1, dWl.c, dbl.c, M, K, N);
+    CHECK_OK(gpu->ops->linear_ld_bwd(gpu, X.g, Wl.g, ldw, dY.g, dXa.g, 1, dWl.g, dbl.g, M, K, N));
+    expect_f("linear_ld_bwd dX (accumulated)", dXa, TOL_RED);
+    expect_f("linear_ld_bwd dW (rows ldw apart)", dWl, TOL_RED);
+    expect_f("linear_ld_bwd db", dbl, TOL_RED);
+    /* the split reduction's partials are summed in a fixed order: a rerun gives the same bits */
+    float *dw_snap = fetch(dWl.g, dWl.n * sizeof(float));
+    CHECK_OK(gpu->ops->linear_ld_bwd(gpu, X.g, Wl.g, ldw, dY.g, NULL, 0, dWl.g, dbl.g, M, K, N));
+    expect_same_bits("linear_ld_bwd dW", dWl.g, dw_snap, dWl.n * sizeof(float));
+    free(dw_snap);
     if (timed) {
         TIME_GPU("linear_fwd (bias epilogue)", gpu->ops->linear_fwd(gpu, X.g, W.g, b.g, Y.g, M, K, N));
         TIME_ON(gpu_tf32, "linear_fwd tf32",
@@ -1234,10 +1265,31 @@ int main(void) {
     /* DQN_GPU_TEST_SMALL=1 (under compute-sanitizer): the odd shapes only, no timings */
     int full = getenv("DQN_GPU_TEST_SMALL") == NULL;
 
+    /* the own GEMM kernels (fp32, layers at most 128 wide, up to OWN_GEMM_MACS): 32-row tiles,
+     * no split; 32-row tiles, dW split 38 ways; 64-row forward tiles; 3 output rows of dW; then
+     * cuBLAS, with BGRADB and past BGRADB_MAX_ROWS with the column sum (the TF32 backend takes
+     * cuBLAS at every size) */
     test_linear(37, 19, 23, 1, 0);
+    test_linear(3000, 70, 45, 1, 0);
+    test_linear(4100, 33, 120, 0, 0);
+    test_linear(9000, 64, 3, 0, 0);
     if (full) test_linear(8192, 256, 128, 0, 1);
     if (full) test_linear(4096, 256, 512, 1, 0);
-    if (full) test_linear(9000, 64, 3, 0, 0);   /* past BGRADB_MAX_ROWS: db by the column sum */
+    if (full) test_linear(OWN_GEMM_MACS / (64 * 48) + 1000, 64, 48, 0, 0);
+    {   /* cuBLAS at the small shapes too (DQN_CUDA_OWN_GEMM_MACS=0), as the A/B benchmarks use it */
+        dqn_backend *own = gpu, *blas = NULL;
+        setenv("DQN_CUDA_OWN_GEMM_MACS", "0", 1);
+        CHECK_OK(dqn_backend_cuda_create(&blas, 0, DQN_MATH_FP32));
+        unsetenv("DQN_CUDA_OWN_GEMM_MACS");
+        if (blas) {
+            gpu = blas;
+            printf("cuBLAS at every size:\n");
+            test_linear(37, 19, 23, 1, 0);
+            test_linear(3000, 70, 45, 1, 0);
+            gpu = own;
+            blas->ops->destroy(blas);
+        }
+    }
     test_elementwise(37, 0);
     if (full) test_elementwise(1000003, 1);
     test_gate(37, 13, 0);

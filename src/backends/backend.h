@@ -31,7 +31,7 @@ typedef struct {
 
 typedef enum { DQN_TARGET_MEAN = 0, DQN_TARGET_INDEPENDENT = 1 } dqn_target_mode;
 typedef enum { DQN_MATH_FP32 = 0, DQN_MATH_TF32 = 1 } dqn_math_mode;
-typedef enum { DQN_ACT_NONE = 0, DQN_ACT_RELU = 1 } dqn_act;
+typedef enum { DQN_ACT_NONE = 0, DQN_ACT_RELU = 1, DQN_ACT_ELU = 2 } dqn_act;
 
 /* One replay sample for sample_batch: the replay's arrays (read) and the batch it fills. */
 typedef struct {
@@ -71,7 +71,8 @@ typedef struct dqn_ops {
     /* Y[M,N] = X[M,K] W[N,K]^T + b[N] (b may be NULL) */
     dqn_status (*linear_fwd)(dqn_backend *be, const float *X, const float *W, const float *b,
                              float *Y, int M, int K, int N);
-    /* Y = act(X W^T + b): linear_fwd then, for DQN_ACT_RELU, relu_fwd in place (one kernel on CUDA) */
+    /* Y = act(X W^T + b): linear_fwd then, for DQN_ACT_RELU / DQN_ACT_ELU, relu_fwd / elu_fwd in
+     * place (one kernel on CUDA) */
     dqn_status (*linear_act_fwd)(dqn_backend *be, const float *X, const float *W, const float *b,
                                  float *Y, int M, int K, int N, dqn_act act);
     /* dX[M,K] = dY W (skipped when dX is NULL); dW[N,K] = dY^T X; db[N] = sum_rows dY.

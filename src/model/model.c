@@ -84,7 +84,6 @@ static dqn_status bwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_bwd *w, in
     DQN_TRY(falloc(be, &w->dz, R * d));
     DQN_TRY(falloc(be, &w->dphi, R * d));
     DQN_TRY(falloc(be, &w->dh, (size_t)B * d));
-    DQN_TRY(falloc(be, &w->dh2, (size_t)B * d));
     for (int l = 0; l < L->arch.grn_blocks; l++) DQN_TRY(falloc(be, &w->dh_in[l], (size_t)B * d));
     DQN_TRY(falloc(be, &w->de, (size_t)B * d));
     DQN_TRY(falloc(be, &w->dg, (size_t)B * 2 * d));
@@ -118,8 +117,8 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
     DQN_TRY(OPS->linear_fwd(be, x, P + L->in.W, P + L->in.b, f->h[0], B, a->obs_dim, d));
     for (int l = 0; l < a->grn_blocks; l++) {
         const dqn_grn_offsets *g = &L->grn[l];
-        DQN_TRY(OPS->linear_fwd(be, f->h[l], P + g->a.W, P + g->a.b, f->e[l], B, d, d));
-        DQN_TRY(OPS->elu_fwd(be, f->e[l], f->e[l], (size_t)B * d));
+        DQN_TRY(OPS->linear_act_fwd(be, f->h[l], P + g->a.W, P + g->a.b, f->e[l], B, d, d,
+                                    DQN_ACT_ELU));
         DQN_TRY(OPS->linear_fwd(be, f->e[l], P + g->b.W, P + g->b.b, f->g[l], B, d, 2 * d));
         DQN_TRY(OPS->grn_gate_ln_fwd(be, f->h[l], f->g[l], P + g->gamma, P + g->beta, f->r[l],
                                      f->h[l + 1], f->mean[l], f->rstd[l], B, d));
@@ -213,15 +212,15 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     const float *dout = w->dh;
     for (int l = a->grn_blocks - 1; l >= 0; l--) {
         const dqn_grn_offsets *g = &L->grn[l];
-        /* LayerNorm and gate: the residual's gradient w.r.t. h into dh2, the gate's into dg */
+        /* LayerNorm and gate: the residual's gradient w.r.t. h into dh_in[l], the gate's into
+         * dg; fc1's input gradient is then added to it by its GEMM (the residual's sum) */
         DQN_TRY(OPS->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
-                                     dout, w->dh2, w->dg, G + g->gamma, G + g->beta, B, d));
+                                     dout, w->dh_in[l], w->dg, G + g->gamma, G + g->beta, B, d));
         DQN_TRY(OPS->linear_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b,
                                 B, d, 2 * d));
         DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
-        DQN_TRY(OPS->linear_bwd(be, f->h[l], P + g->a.W, w->de, w->dh_in[l], G + g->a.W,
-                                G + g->a.b, B, d, d));
-        DQN_TRY(OPS->axpy(be, 1.0f, w->dh2, w->dh_in[l], (size_t)B * d));
+        DQN_TRY(OPS->linear_ld_bwd(be, f->h[l], P + g->a.W, d, w->de, w->dh_in[l], 1, G + g->a.W,
+                                   G + g->a.b, B, d, d));
         SLOT(hm, grn_din[l], w->dh_in[l], (size_t)B * d);
         dout = w->dh_in[l];
     }

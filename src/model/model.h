@@ -40,7 +40,7 @@ typedef struct {
     float *dcat;                     /* [R, 2d] (bottleneck, not split) */
     float *dus;                      /* [B, m] per-sample sums over taus of du (split) */
     float *dz, *dphi;                /* [R, d] */
-    float *dh, *dh2;                 /* [B, d]: dh from the IQN path to the trunk; scratch */
+    float *dh;                       /* [B, d]: dh from the IQN path to the trunk */
     float *dh_in[DQN_MAX_GRN];       /* [B, d] gradient w.r.t. GRN block l's input */
     float *de;                       /* [B, d] */
     float *dg;                       /* [B, 2d] */

@@ -136,22 +136,23 @@ static dqn_status relu_fwd(dqn_backend *be, const float *x, float *y, size_t n) 
     return DQN_OK;
 }
 
+static dqn_status elu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
+    (void)be;
+    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : expm1f(x[i]);
+    return DQN_OK;
+}
+
 static dqn_status linear_act_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
                                  float *Y, int M, int K, int N, dqn_act act) {
-    REQUIRE(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "linear_act_fwd: act = %d", (int)act);
+    REQUIRE(act >= DQN_ACT_NONE && act <= DQN_ACT_ELU, "linear_act_fwd: act = %d", (int)act);
     DQN_TRY(linear_fwd(be, X, W, b, Y, M, K, N));
+    if (act == DQN_ACT_ELU) return elu_fwd(be, Y, Y, (size_t)M * (size_t)N);
     return act == DQN_ACT_RELU ? relu_fwd(be, Y, Y, (size_t)M * (size_t)N) : DQN_OK;
 }
 
 static dqn_status relu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n) {
     (void)be;
     EACH(i, n, float on = y[i] > 0.0f; dx[i] = dy[i] * on);
-    return DQN_OK;
-}
-
-static dqn_status elu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
-    (void)be;
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : expm1f(x[i]);
     return DQN_OK;
 }
 

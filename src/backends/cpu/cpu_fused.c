@@ -165,8 +165,9 @@ dqn_status cpu_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, in
                              const float *b, float *Y, int M, int K, int N, dqn_act act) {
     REQUIRE(M > 0 && K > 0 && N > 0 && ldw >= K, "linear_ld_fwd: M=%d K=%d N=%d ldw=%d", M, K, N,
             ldw);
-    REQUIRE(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "linear_ld_fwd: act = %d", (int)act);
+    REQUIRE(act >= DQN_ACT_NONE && act <= DQN_ACT_ELU, "linear_ld_fwd: act = %d", (int)act);
     DQN_TRY(dqn_gemm_xwt_ld(X, W, ldw, b, Y, M, K, N));
+    if (act == DQN_ACT_ELU) return be->ops->elu_fwd(be, Y, Y, (size_t)M * N);
     return act == DQN_ACT_RELU ? be->ops->relu_fwd(be, Y, Y, (size_t)M * N) : DQN_OK;
 }
 

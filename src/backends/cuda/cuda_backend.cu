@@ -122,6 +122,7 @@ static void cuda_destroy(dqn_backend *be) {
         if (c->workspace) cudaFree(c->workspace);
         if (c->scratch) cudaFree(c->scratch);
         if (c->blocks_done) cudaFree(c->blocks_done);
+        if (c->sg_done) cudaFree(c->sg_done);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -224,10 +225,14 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->gemm_one_kernel = !(sk && strcmp(sk, "1") == 0);
     const char *hg = getenv("DQN_CUDA_HEADS_GEMM_ELEMS");   /* to compare the two heads_fwd paths */
     c->heads_gemm_elems = hg && *hg ? atol(hg) : HF_GEMM_ELEMS;
+    const char *og = getenv("DQN_CUDA_OWN_GEMM_MACS");   /* to compare own GEMMs with cuBLAS's */
+    c->own_gemm_macs = og && *og ? atof(og) : OWN_GEMM_MACS;
     CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, CUDA_COUNTERS * sizeof(unsigned)));
     CUDA_CHECK(cudaMemsetAsync(c->blocks_done, 0, CUDA_COUNTERS * sizeof(unsigned), c->stream));
+    CUDA_CHECK(cudaMalloc((void **)&c->sg_done, SG_COUNTERS * sizeof(unsigned)));
+    CUDA_CHECK(cudaMemsetAsync(c->sg_done, 0, SG_COUNTERS * sizeof(unsigned), c->stream));
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, CUDA_WORKSPACE_BYTES));

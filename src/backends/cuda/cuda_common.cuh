@@ -25,6 +25,12 @@ extern "C" {
  * warp kernel's per-row work (measured: seed B = 256, 16384 x 256, gains 26 us; cartpole B = 256,
  * 16384 x 64, loses 3 us). DQN_CUDA_HEADS_GEMM_ELEMS overrides it at start-up, to compare. */
 #define HF_GEMM_ELEMS ((long)1 << 21)
+/* Own GEMM kernels (cuda_sgemm.cu) up to this many multiply-adds (fp32, layers at most 128 wide:
+ * cuda_gemm.cu), cuBLAS above; DQN_CUDA_OWN_GEMM_MACS overrides it at start-up (0: cuBLAS
+ * everywhere), to compare. */
+#define OWN_GEMM_MACS ((double)(1 << 25))
+/* Tile counters of the own GEMM's split reductions */
+#define SG_COUNTERS 1024
 
 /* One cublasLt plan of linear_fwd, keyed by shape and by the alignment of each pointer (the
  * heuristic's choice depends on both). */
@@ -57,6 +63,8 @@ typedef struct {
     int pdl;                       /* launch kernels with programmatic dependent launch */
     int gemm_one_kernel;           /* prefer cublasLt algorithms without split-K (one node) */
     long heads_gemm_elems;         /* heads_fwd through cuBLAS from R x H this large (HF_GEMM_ELEMS) */
+    double own_gemm_macs;          /* own GEMM kernels up to this many multiply-adds (OWN_GEMM_MACS) */
+    unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }
@@ -262,6 +270,14 @@ dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, cons
                            float *dX, float *dW, float *db, int M, int K, int N);
 void cuda_gemm_release(cuda_impl *c);
 /* Y[M,N] = X[M,K] W[N,K]^T, X's rows ldx and Y's ldy floats apart, no bias (cuda_gemm.cu) */
+/* the own GEMM kernels (cuda_sgemm.cu): forward with bias and activation; dX (+)= dY W; dW and
+ * db from dY and X */
+dqn_status cuda_sgemm_fwd(cuda_impl *c, const float *X, const float *W, int ldw, const float *b,
+                          float *Y, int M, int K, int N, dqn_act act);
+dqn_status cuda_sgemm_dx(cuda_impl *c, const float *dY, const float *W, int ldw, float *dX,
+                         int acc, int M, int K, int N);
+dqn_status cuda_sgemm_dw(cuda_impl *c, const float *X, const float *dY, float *dW, int ldw,
+                         float *db, int M, int K, int N);
 dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, float *Y, int ldy,
                          int M, int K, int N);
 

@@ -1,4 +1,5 @@
-/* Dense layers through cuBLAS. Row-major Y[M,N] = X[M,K] W[N,K]^T is, read column-major,
+/* Dense layers: up to own_gemm_macs multiply-adds through the own kernels (cuda_sgemm.cu), above
+ * through cuBLAS. Row-major Y[M,N] = X[M,K] W[N,K]^T is, read column-major,
  * Y^T[N,M] = W^T^T X^T: op(A) = W (stored K x N, transposed), op(B) = X^T (stored K x M).
  * linear_fwd runs on cublasLt with the bias (and ReLU) fused in its epilogue, and linear_bwd's dW
  * GEMM takes db from the BGRADB epilogue where cublasLt has one; the plans (descriptors plus
@@ -156,6 +157,15 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
     return DQN_OK;
 }
 
+/* The own kernels (cuda_sgemm.cu) where they were measured to pay: fp32, layers at most
+ * OWN_GEMM_WIDTH wide, at most own_gemm_macs multiply-adds (the cartpole model at B = 256 9%
+ * faster; the seed model's 256- and 512-wide layers and TF32 at B = 256 ran slower on them) */
+#define OWN_GEMM_WIDTH 128
+static int own_gemm(const cuda_impl *c, int M, int K, int N) {
+    return c->compute == CUBLAS_COMPUTE_32F && K <= OWN_GEMM_WIDTH && N <= OWN_GEMM_WIDTH &&
+           (double)M * K * N <= c->own_gemm_macs;
+}
+
 /* the fallback epilogue: bias (may be NULL) then ReLU when asked */
 __global__ void k_bias_act(float *Y, const float *b, size_t M, int N, int relu) {
     KERNEL_PROLOGUE();
@@ -175,8 +185,9 @@ static dqn_status linear_fwd_ld(dqn_backend *be, const char *op, const float *X,
     CUDA_ARG(M >= 0 && K > 0 && N > 0 && ldw >= K, "%s: bad shape M=%d K=%d N=%d ldw=%d", op, M, K,
              N, ldw);
     CUDA_ARG(X && W && Y, "%s: X, W and Y must be non-NULL", op);
-    CUDA_ARG(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "%s: act = %d", op, (int)act);
+    CUDA_ARG(act >= DQN_ACT_NONE && act <= DQN_ACT_ELU, "%s: act = %d", op, (int)act);
     if (M == 0) return DQN_OK;
+    if (own_gemm(c, M, K, N)) return cuda_sgemm_fwd(c, X, W, ldw, b, Y, M, K, N, act);
     const float one = 1.0f, zero = 0.0f;
     int relu = act == DQN_ACT_RELU;
     cuda_lt_plan *p = NULL;
@@ -187,16 +198,18 @@ static dqn_status linear_fwd_ld(dqn_backend *be, const char *op, const float *X,
                                                         &b, sizeof b));
         CUBLAS_CHECK(cublasLtMatmul(c->lt, p->desc, &one, W, p->a, X, p->b, &zero, Y, p->c, Y, p->c,
                                     &p->algo, c->workspace, CUDA_WORKSPACE_BYTES, c->stream));
-        return DQN_OK;
+    } else {
+        CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, CUDA_R_32F,
+                                  ldw, X, CUDA_R_32F, K, &zero, Y, CUDA_R_32F, N, c->compute,
+                                  CUBLAS_GEMM_DEFAULT));
+        if (b || relu) {
+            size_t total = (size_t)M * (size_t)N;
+            KLAUNCH(k_bias_act, cuda_blocks(c, total, CUDA_THREADS), CUDA_THREADS, 0, Y, b,
+                    (size_t)M, N, relu);
+        }
     }
-    CUBLAS_CHECK(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, CUDA_R_32F, ldw,
-                              X, CUDA_R_32F, K, &zero, Y, CUDA_R_32F, N, c->compute,
-                              CUBLAS_GEMM_DEFAULT));
-    if (b || relu) {
-        size_t total = (size_t)M * (size_t)N;
-        KLAUNCH(k_bias_act, cuda_blocks(c, total, CUDA_THREADS), CUDA_THREADS, 0, Y, b, (size_t)M, N, relu);
-    }
-    return DQN_OK;
+    /* cublasLt has no ELU epilogue */
+    return act == DQN_ACT_ELU ? cuda_elu_fwd(be, Y, Y, (size_t)M * (size_t)N) : DQN_OK;
 }
 
 dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
@@ -242,6 +255,11 @@ static dqn_status linear_bwd_ld(dqn_backend *be, const char *op, const float *X,
                                              (size_t)K * sizeof(float), (size_t)N, c->stream));
         if (db) CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)N * sizeof(float), c->stream));
         return DQN_OK;
+    }
+    if (own_gemm(c, M, K, N)) {
+        if (dX) DQN_TRY(cuda_sgemm_dx(c, dY, W, ldw, dX, acc_dx, M, K, N));
+        if (dW) return cuda_sgemm_dw(c, X, dY, dW, ldw, db, M, K, N);
+        return db ? cuda_colsum(c, dY, M, N, NULL, NULL, NULL, NULL, db) : DQN_OK;
     }
     /* dX^T[K,M] = W^T[K,N] dY^T[N,M] */
     if (dX)
