@@ -227,6 +227,9 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->heads_gemm_elems = hg && *hg ? atol(hg) : HF_GEMM_ELEMS;
     const char *og = getenv("DQN_CUDA_OWN_GEMM_MACS");   /* to compare own GEMMs with cuBLAS's */
     c->own_gemm_macs = og && *og ? atof(og) : OWN_GEMM_MACS;
+    const char *ss = getenv("DQN_CUDA_SG_SPLIT"), *st = getenv("DQN_CUDA_SG_TILE");
+    c->sg_split = ss && *ss ? atoi(ss) : 2;
+    c->sg_tile = st && *st ? atoi(st) : 0;
     CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, CUDA_COUNTERS * sizeof(unsigned)));

@@ -65,6 +65,8 @@ typedef struct {
     long heads_gemm_elems;         /* heads_fwd through cuBLAS from R x H this large (HF_GEMM_ELEMS) */
     double own_gemm_macs;          /* own GEMM kernels up to this many multiply-adds (OWN_GEMM_MACS) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
+    int sg_split;                  /* own dW GEMMs: blocks a multiprocessor to split toward (0: none) */
+    int sg_tile;                   /* own GEMMs' tile: 32, 64, or 0 (by the grid's size) */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }

@@ -58,12 +58,11 @@ __device__ __forceinline__ void sg_wait(void) {
 #endif
 }
 
-#define SG_STAGES 4   /* shared-memory stages: three in flight while one is multiplied */
-
 /* A_R1: A is contiguous along r (else along i); B_J1: B is contiguous along j (else along r).
- * BK reduction rows a stage. A thread computes rows ty*TM.. and columns tx*TN.. (vector reads of
+ * BK reduction rows a stage, SG_STAGES stages in shared memory (all but one in flight while one
+ * is multiplied; 2 stages of 16 rows measured slower at small batch). A thread computes rows ty*TM.. and columns tx*TN.. (vector reads of
  * shared memory). */
-template <int BM, int BK, bool A_R1, bool B_J1>
+template <int BM, int BK, int SG_STAGES, bool A_R1, bool B_J1>
 __global__ void __launch_bounds__(SG_T) k_sgemm(sg_args k) {
     KERNEL_PROLOGUE();
     constexpr int BN = BM, TM = BM / 16, TN = BN / 16, P = BM + 4;
@@ -197,15 +196,16 @@ __global__ void __launch_bounds__(SG_T) k_sgemm(sg_args k) {
 /* tiles of 64 (16 reduction rows a stage) where they give the GPU enough blocks, else 32 (32) */
 template <bool A_R1, bool B_J1>
 static dqn_status sg_launch(cuda_impl *c, sg_args *k, int split) {
-    const int big = ((k->M + 63) / 64) * ((k->N + 63) / 64) >= c->sm_count / 2;
+    const int big = c->sg_tile ? c->sg_tile == 64
+                               : ((k->M + 63) / 64) * ((k->N + 63) / 64) >= c->sm_count / 2;
     const int bm = big ? 64 : 32, bk = big ? 16 : 32;
     dim3 grid((unsigned)((k->M + bm - 1) / bm), (unsigned)((k->N + bm - 1) / bm), 1);
     const long tiles = (long)grid.x * grid.y;
     int z = 1;
-    if (split) {
-        /* about two blocks a multiprocessor, each at least two stages of the reduction, as many
-         * as the workspace and the counters hold */
-        long want = (2L * c->sm_count + tiles - 1) / tiles;
+    if (split && c->sg_split > 0) {
+        /* about sg_split blocks a multiprocessor, each at least two stages of the reduction, as
+         * many as the workspace and the counters hold */
+        long want = ((long)c->sg_split * c->sm_count + tiles - 1) / tiles;
         long most = (k->R + 2 * bk - 1) / (2 * bk);
         long room = (long)(CUDA_WORKSPACE_BYTES / sizeof(float)) / ((long)k->M * k->N + k->M);
         z = (int)(want < most ? want : most);
@@ -216,8 +216,8 @@ static dqn_status sg_launch(cuda_impl *c, sg_args *k, int split) {
     grid.z = (unsigned)((k->R + k->chunk - 1) / k->chunk);
     k->ws = (float *)c->workspace;
     k->done = c->sg_done;
-    if (big) KLAUNCH((k_sgemm<64, 16, A_R1, B_J1>), grid, SG_T, 0, *k);
-    else KLAUNCH((k_sgemm<32, 32, A_R1, B_J1>), grid, SG_T, 0, *k);
+    if (big) KLAUNCH((k_sgemm<64, 16, 4, A_R1, B_J1>), grid, SG_T, 0, *k);
+    else KLAUNCH((k_sgemm<32, 32, 4, A_R1, B_J1>), grid, SG_T, 0, *k);
     return DQN_OK;
 }
 
