@@ -699,6 +699,15 @@ static void test_linear_act(int M, int K, int N) {
         CHECK(same_bytes(got, want, n * sizeof *got), "linear_act_fwd relu %dx%dx%d bias %d differs",
               M, K, N, bias);
         for (size_t i = 0; i < n; i++) zeros += got[i] == 0.0f;
+        /* ELU (the GRN's first layer): linear_fwd then elu_fwd, bit for bit */
+        CHECK_OK(ops->linear_fwd(be, X, W, bb, want, M, K, N));
+        CHECK_OK(ops->elu_fwd(be, want, want, n));
+        CHECK_OK(ops->linear_act_fwd(be, X, W, bb, got, M, K, N, DQN_ACT_ELU));
+        CHECK(same_bytes(got, want, n * sizeof *got), "linear_act_fwd elu %dx%dx%d bias %d differs",
+              M, K, N, bias);
+        size_t neg = 0;
+        for (size_t i = 0; i < n; i++) neg += got[i] < 0.0f && got[i] > -1.0f;
+        CHECK(neg > 0 && neg < n, "linear_act_fwd: elu gave %zu of %zu in (-1, 0)", neg, n);
     }
     CHECK(zeros > 0 && zeros < 2 * n, "linear_act_fwd: relu clipped %zu of %zu", zeros, 2 * n);
     CHECK(ops->linear_act_fwd(be, X, W, b, got, M, K, N, (dqn_act)7) == DQN_ERR_ARG,
@@ -1086,6 +1095,19 @@ static void test_linear_ld(int M, int K, int N, int ldw) {
           M, K, N, ldw, e, kept);
     CHECK(ops->linear_ld_fwd(be, X, Wf, K - 1, b, Y, M, K, N, DQN_ACT_NONE) == DQN_ERR_ARG,
           "linear_ld_fwd accepted ldw < K");
+    /* ELU: the same GEMM, then x > 0 ? x : expm1(x) */
+    CHECK_OK(ops->linear_ld_fwd(be, X, Wf, ldw, b, Y, M, K, N, DQN_ACT_ELU));
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = b[n], a = fabs(b[n]);
+            for (int k = 0; k < K; k++) {
+                double t = (double)X[(size_t)m * K + k] * Wf[(size_t)n * ldw + k];
+                s += t, a += fabs(t);
+            }
+            want[(size_t)m * N + n] = s > 0 ? s : expm1(s), scale[(size_t)m * N + n] = a;
+        }
+    e = worst_err(Y, want, scale, (size_t)M * N, 1e-30);
+    CHECK(e <= 1e-5, "linear_ld_fwd elu M=%d K=%d N=%d ldw=%d: error %.3g", M, K, N, ldw, e);
     free(X); free(Wf); free(b); free(dY); free(Y); free(dX); free(dX0); free(dWf); free(dWf0);
     free(db); free(want); free(scale);
 }
