@@ -130,16 +130,18 @@ static void test_structure(dqn_backend *be, const dqn_arch *a, int B, int N, int
                           "step_incr", "sample_batch", "rand_uniform_multi", "fill"};
     for (size_t k = 0; k < sizeof gone / sizeof gone[0]; k++)
         CHECK(oc_count(gone[k]) == 0, "%s called %ld times", gone[k], oc_count(gone[k]));
-    /* backward: in, L x (b, a), phi, [bn], va; axpy only for the GRN residuals; relu_bwd only
-     * for the bottleneck's ReLU */
-    CHECK(oc_count("linear_bwd") == 1 + 2 * L + 1 + bn + 1 && oc_count("linear_ld_bwd") == 2 * sp &&
-              oc_count("relu_bwd_tausum") == sp,
+    /* backward: in, L x b, phi, [bn], va; each GRN block's a accumulates its input gradient
+     * into the residual's (linear_ld_bwd, no axpy); relu_bwd only for the bottleneck's ReLU; the
+     * GRN's ELU forward is linear_act_fwd's */
+    CHECK(oc_count("linear_bwd") == 1 + L + 1 + bn + 1 &&
+              oc_count("linear_ld_bwd") == 2 * sp + L && oc_count("relu_bwd_tausum") == sp,
           "%ld linear backwards, %ld linear_ld_bwd, %ld relu_bwd_tausum", oc_count("linear_bwd"),
           oc_count("linear_ld_bwd"), oc_count("relu_bwd_tausum"));
-    CHECK(oc_count("axpy") == L && oc_count("relu_bwd") == bn && oc_count("heads_bwd") == 1 &&
-              oc_count("l2_norm2") == 1 && oc_count("iqn_bwd") == 1,
-          "backward: axpy %ld (want %ld), relu_bwd %ld (want %ld), heads_bwd %ld, l2_norm2 %ld",
-          oc_count("axpy"), L, oc_count("relu_bwd"), bn, oc_count("heads_bwd"),
+    CHECK(oc_count("axpy") == 0 && oc_count("elu_fwd") == 0 && oc_count("relu_bwd") == bn &&
+              oc_count("heads_bwd") == 1 && oc_count("l2_norm2") == 1 && oc_count("iqn_bwd") == 1,
+          "backward: axpy %ld, elu_fwd %ld (want 0), relu_bwd %ld (want %ld), heads_bwd %ld, "
+          "l2_norm2 %ld",
+          oc_count("axpy"), oc_count("elu_fwd"), oc_count("relu_bwd"), bn, oc_count("heads_bwd"),
           oc_count("l2_norm2"));
     /* sampling and the optimizer around the stage: sample_draws, l2_norm, adam_target_step */
     CHECK(oc_calls() - stage == 3 && oc_count("sample_draws") == 1 && oc_count("l2_norm") == 1 &&
