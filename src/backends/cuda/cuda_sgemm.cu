@@ -4,8 +4,9 @@
  * GEMMs is a plainly launched node, a dW with its bias gradient a second (BGRADB) node, and
  * ELU and the residual's sum a node each: here they are one. A long reduction is split across
  * blocks (gridDim.z); the last block of a tile sums the splits' partials in split order, so the
- * result does not depend on timing. The math is fp32 under both math modes (TF32 gains nothing
- * at these sizes). Used up to cuda_impl.own_gemm_macs multiply-adds (cuda_gemm.cu). */
+ * result does not depend on timing. The math is plain fp32; cuda_gemm.cu decides where it runs
+ * (own_gemm: the fp32 math mode, layers at most 128 wide, at most cuda_impl.own_gemm_macs
+ * multiply-adds). */
 #include "backends/cuda/cuda_common.cuh"
 
 #define SG_T 256   /* threads: a 16 x 16 grid, each thread (BM/16) x (BN/16) outputs */
@@ -20,7 +21,7 @@ typedef struct {
     const float *bias;   /* [N] per column, or NULL */
     int act, acc;        /* dqn_act; acc: C += */
     int M, N, R;         /* C is M x N; the reduction is R long */
-    int chunk;           /* reduction rows of one split (a multiple of SG_BK) */
+    int chunk;           /* reduction rows of one split (a multiple of a stage's rows) */
     float *ws;           /* splits' partials [gridDim.z][M][N], then row sums [gridDim.z][M] */
     float *rowsum;       /* [M] = sum_r A(i, r) (blocks of column tile 0), or NULL */
     unsigned *done;      /* [gridDim.x * gridDim.y] blocks finished per tile, 0 between calls */
