@@ -1040,6 +1040,24 @@ static void test_sample_draws(int B, int obs, int D, uint64_t step) {
 
 /* linear_ld_fwd / linear_ld_bwd on a column block of a wider matrix (ldw > K) against naive
  * loops; the columns of dW's rows past K are left alone, and acc_dx adds to dX */
+/* want = act(X W^T + b) in double, W's rows ldw apart; scale = the sum of |terms| (the error's
+ * yardstick) */
+static void ref_linear_ld(const float *X, const float *Wf, int ldw, const float *b, int M, int K,
+                          int N, dqn_act act, double *want, double *scale) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = b[n], a = fabs(b[n]);
+            for (int k = 0; k < K; k++) {
+                double t = (double)X[(size_t)m * K + k] * Wf[(size_t)n * ldw + k];
+                s += t, a += fabs(t);
+            }
+            want[(size_t)m * N + n] = act == DQN_ACT_RELU  ? (s > 0 ? s : 0)
+                                      : act == DQN_ACT_ELU ? (s > 0 ? s : expm1(s))
+                                                           : s;
+            scale[(size_t)m * N + n] = a;
+        }
+}
+
 static void test_linear_ld(int M, int K, int N, int ldw) {
     float *X = rand_f((size_t)M * K, -1, 1), *Wf = rand_f((size_t)N * ldw, -1, 1);
     float *b = rand_f(N, -0.5, 0.5), *dY = rand_f((size_t)M * N, -1, 1);
@@ -1049,15 +1067,7 @@ static void test_linear_ld(int M, int K, int N, int ldw) {
     size_t most = (size_t)M * (K > N ? K : N) + (size_t)N * K;
     double *want = xmalloc(sizeof(double) * most), *scale = xmalloc(sizeof(double) * most);
     CHECK_OK(ops->linear_ld_fwd(be, X, Wf, ldw, b, Y, M, K, N, DQN_ACT_RELU));
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double s = b[n], a = fabs(b[n]);
-            for (int k = 0; k < K; k++) {
-                double t = (double)X[(size_t)m * K + k] * Wf[(size_t)n * ldw + k];
-                s += t, a += fabs(t);
-            }
-            want[(size_t)m * N + n] = s > 0 ? s : 0, scale[(size_t)m * N + n] = a;
-        }
+    ref_linear_ld(X, Wf, ldw, b, M, K, N, DQN_ACT_RELU, want, scale);
     double e = worst_err(Y, want, scale, (size_t)M * N, 1e-30);
     CHECK(e <= 1e-5, "linear_ld_fwd M=%d K=%d N=%d ldw=%d: error %.3g", M, K, N, ldw, e);
     CHECK_OK(ops->linear_ld_bwd(be, X, Wf, ldw, dY, dX, 1, dWf, db, M, K, N));
@@ -1097,15 +1107,7 @@ static void test_linear_ld(int M, int K, int N, int ldw) {
           "linear_ld_fwd accepted ldw < K");
     /* ELU: the same GEMM, then x > 0 ? x : expm1(x) */
     CHECK_OK(ops->linear_ld_fwd(be, X, Wf, ldw, b, Y, M, K, N, DQN_ACT_ELU));
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double s = b[n], a = fabs(b[n]);
-            for (int k = 0; k < K; k++) {
-                double t = (double)X[(size_t)m * K + k] * Wf[(size_t)n * ldw + k];
-                s += t, a += fabs(t);
-            }
-            want[(size_t)m * N + n] = s > 0 ? s : expm1(s), scale[(size_t)m * N + n] = a;
-        }
+    ref_linear_ld(X, Wf, ldw, b, M, K, N, DQN_ACT_ELU, want, scale);
     e = worst_err(Y, want, scale, (size_t)M * N, 1e-30);
     CHECK(e <= 1e-5, "linear_ld_fwd elu M=%d K=%d N=%d ldw=%d: error %.3g", M, K, N, ldw, e);
     free(X); free(Wf); free(b); free(dY); free(Y); free(dX); free(dX0); free(dWf); free(dWf0);

@@ -29,6 +29,7 @@ extern "C" {
  * cuda_gemm.cu), cuBLAS above; DQN_CUDA_OWN_GEMM_MACS overrides it at start-up (0: cuBLAS
  * everywhere), to compare. */
 #define OWN_GEMM_MACS ((double)(1 << 25))
+#define OWN_GEMM_WIDTH 128
 /* Tile counters of the own GEMM's split reductions */
 #define SG_COUNTERS 1024
 
@@ -271,7 +272,6 @@ dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, 
 dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
                            float *dX, float *dW, float *db, int M, int K, int N);
 void cuda_gemm_release(cuda_impl *c);
-/* Y[M,N] = X[M,K] W[N,K]^T, X's rows ldx and Y's ldy floats apart, no bias (cuda_gemm.cu) */
 /* the own GEMM kernels (cuda_sgemm.cu): forward with bias and activation; dX (+)= dY W; dW and
  * db from dY and X */
 dqn_status cuda_sgemm_fwd(cuda_impl *c, const float *X, const float *W, int ldw, const float *b,
@@ -280,6 +280,7 @@ dqn_status cuda_sgemm_dx(cuda_impl *c, const float *dY, const float *W, int ldw,
                          int acc, int M, int K, int N);
 dqn_status cuda_sgemm_dw(cuda_impl *c, const float *X, const float *dY, float *dW, int ldw,
                          float *db, int M, int K, int N);
+/* Y[M,N] = X[M,K] W[N,K]^T, X's rows ldx and Y's ldy floats apart, no bias (cuda_gemm.cu) */
 dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, float *Y, int ldy,
                          int M, int K, int N);
 

@@ -160,7 +160,6 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
 /* The own kernels (cuda_sgemm.cu) where they were measured to pay: fp32, layers at most
  * OWN_GEMM_WIDTH wide, at most own_gemm_macs multiply-adds (the cartpole model at B = 256 9%
  * faster; the seed model's 256- and 512-wide layers and TF32 at B = 256 ran slower on them) */
-#define OWN_GEMM_WIDTH 128
 static int own_gemm(const cuda_impl *c, int M, int K, int N) {
     return c->compute == CUBLAS_COMPUTE_32F && K <= OWN_GEMM_WIDTH && N <= OWN_GEMM_WIDTH &&
            (double)M * K * N <= c->own_gemm_macs;
