@@ -1289,6 +1289,25 @@ int main(void) {
             gpu = own;
             blas->ops->destroy(blas);
         }
+        /* own dW GEMMs with cuBLAS's dX (DQN_CUDA_OWN_DW_MACS above DQN_CUDA_OWN_GEMM_MACS), and
+         * cuBLAS's dW with own dX (below) */
+        const char *mix[2][2] = {{"0", "1e12"}, {"1e12", "0"}};
+        for (int k = 0; k < 2; k++) {
+            dqn_backend *m = NULL;
+            setenv("DQN_CUDA_OWN_GEMM_MACS", mix[k][0], 1);
+            setenv("DQN_CUDA_OWN_DW_MACS", mix[k][1], 1);
+            CHECK_OK(dqn_backend_cuda_create(&m, 0, DQN_MATH_FP32));
+            unsetenv("DQN_CUDA_OWN_GEMM_MACS");
+            unsetenv("DQN_CUDA_OWN_DW_MACS");
+            if (!m) continue;
+            gpu = m;
+            printf("own GEMMs for %s only:\n", k == 0 ? "dW" : "the forward and dX");
+            test_linear(3000, 70, 45, 1, 0);
+            test_linear(9000, 64, 3, 0, 0);
+            if (full) test_linear(70000, 64, 128, 0, 0);
+            gpu = own;
+            m->ops->destroy(m);
+        }
     }
     test_elementwise(37, 0);
     if (full) test_elementwise(1000003, 1);
@@ -1298,6 +1317,7 @@ int main(void) {
     if (full) test_layernorm(8192, 256, 1);
     test_iqn(5, 3, 7, 5, 0);
     if (full) test_iqn(256, 32, 256, 64, 1);
+    test_iqn(3, 5, 8, 37, 0);   /* rows longer than a warp, not a multiple of it */
     test_heads(7, 3, 5, 1, br2, 0);
     test_heads(37, 5, 3, 3, br355, 0);
     if (full) test_heads(2048, 32, 32, 3, br355, 1);
@@ -1333,11 +1353,13 @@ int main(void) {
     test_fused_grn(41, 300, 0);    /* d > 256: streamed rows */
     if (full) test_fused_grn(8192, 256, 1);
     test_fused_iqn(5, 3, 7, 0);
+    test_fused_iqn(6, 11, 12, 0);   /* float4 columns, a partial group of taus */
     if (full) test_fused_iqn(4096, 32, 256, 1);
     test_fused_optim(37, 0);
     if (full) test_fused_optim(1000003, 1);
     test_fused_split(5, 3, 7, 6, 0);
     test_fused_split(300, 8, 48, 20, 0);
+    test_fused_split(7, 11, 12, 8, 0);
     if (full) test_fused_split(4096, 32, 256, 128, 1);
     test_fused_graph();
     test_model_update(24, DQN_TARGET_MEAN, 0, 64, 8);

@@ -6,12 +6,30 @@
 
 #define RT_BATCH 16   /* relu_bwd_tausum: taus whose inputs a thread loads before storing */
 
-__global__ void k_bcast_add_act(const float *hb, float *Y, size_t B, int T, int N, int relu) {
+/* the BC_ layout (cuda_common.cuh); Y is read and written in place, all of a thread's loads first */
+template <int V>
+__global__ void k_bcast_add_act(const float *__restrict__ hb, float *Y, int B, int T, int N,
+                                int relu) {
     KERNEL_PROLOGUE();
-    GRID_STRIDE(e, B * (size_t)T * (size_t)N) {
-        size_t r = e / (size_t)N, k = e % (size_t)N;
-        float v = __fadd_rn(Y[e], hb[(r / (size_t)T) * (size_t)N + k]);
-        Y[e] = relu && !(v > 0.0f) ? 0.0f : v;
+    const int nv = N / V, ntg = (T + BC_TAUS - 1) / BC_TAUS, n = B * ntg * nv;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
+        const int k = e % nv * V, q = e / nv, t0 = q % ntg * BC_TAUS, s = q / ntg;
+        const int nt = min(BC_TAUS, T - t0);
+        float hv[V], y[BC_TAUS][V];
+        ldv<V>(hv, hb + (size_t)s * N + k);
+#pragma unroll
+        for (int u = 0; u < BC_TAUS; u++)
+            if (u < nt) ldv<V>(y[u], Y + ((size_t)s * T + t0 + u) * N + k);
+#pragma unroll
+        for (int u = 0; u < BC_TAUS; u++) {
+            if (u >= nt) break;
+#pragma unroll
+            for (int i = 0; i < V; i++) {
+                const float v = __fadd_rn(y[u][i], hv[i]);
+                y[u][i] = relu && !(v > 0.0f) ? 0.0f : v;
+            }
+            stv<V>(Y + ((size_t)s * T + t0 + u) * N + k, y[u]);
+        }
     }
 }
 
@@ -46,8 +64,15 @@ dqn_status cuda_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B,
                               dqn_act act) {
     CUDA_ARG(B >= 0 && T >= 0 && N >= 0, "bcast_add_act: bad shape B=%d T=%d N=%d", B, T, N);
     CUDA_ARG(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "bcast_add_act: act = %d", (int)act);
-    LAUNCH_1D(k_bcast_add_act, (size_t)B * (size_t)T * (size_t)N, hb, Y, (size_t)B, T, N,
-              act == DQN_ACT_RELU);
+    cuda_impl *c = cuda_of(be);
+    const int V = bc_vec(N, hb, Y, NULL, NULL), relu = act == DQN_ACT_RELU;
+    const size_t n = (size_t)B * (size_t)((T + BC_TAUS - 1) / BC_TAUS) * (size_t)(N / V);
+    CUDA_ARG(n <= INT32_MAX / 2, "bcast_add_act: B=%d T=%d N=%d is too large", B, T, N);
+    if (n == 0) return DQN_OK;
+    const unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
+    if (V == 4) KLAUNCH(k_bcast_add_act<4>, grid, CUDA_THREADS, 0, hb, Y, B, T, N, relu);
+    else KLAUNCH(k_bcast_add_act<1>, grid, CUDA_THREADS, 0, hb, Y, B, T, N, relu);
+    return DQN_OK;
 }
 
 dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,

@@ -65,6 +65,7 @@ typedef struct {
     int gemm_one_kernel;           /* prefer cublasLt algorithms without split-K (one node) */
     long heads_gemm_elems;         /* heads_fwd through cuBLAS from R x H this large (HF_GEMM_ELEMS) */
     double own_gemm_macs;          /* own GEMM kernels up to this many multiply-adds (OWN_GEMM_MACS) */
+    double own_dw_macs;            /* the same for the dW GEMMs (their reduction split) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
     int sg_split;                  /* own dW GEMMs: blocks a multiprocessor to split toward (0: none) */
     int sg_tile;                   /* own GEMMs' tile: 32, 64, or 0 (by the grid's size) */
@@ -164,6 +165,33 @@ static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
     } while (0)
 
 /* ---- device helpers shared by the kernels ---- */
+
+/* Broadcast kernels over the per-tau rows r = s*T + t of a per-state row s (iqn_fwd,
+ * bcast_add_act): a thread takes BC_VEC columns of one state for BC_TAUS taus, so its index
+ * arithmetic (32-bit) is done once for BC_VEC * BC_TAUS elements, the per-state values are loaded
+ * once, and the taus' loads go out together. A 64-bit division per element, as a grid-stride loop
+ * over elements does, cost more than the memory traffic of these kernels. */
+#define BC_TAUS 8
+
+/* 4 (float4 columns) when every row length and pointer allows it, else 1 */
+static inline int bc_vec(int d, const void *p0, const void *p1, const void *p2, const void *p3) {
+    const uintptr_t a = (uintptr_t)p0 | (uintptr_t)p1 | (uintptr_t)p2 | (uintptr_t)p3;
+    return d % 4 == 0 && a % 16 == 0 ? 4 : 1;
+}
+
+/* V consecutive floats (V = 1 or 4, the address aligned to V floats) */
+template <int V> __device__ __forceinline__ void ldv(float (&o)[V], const float *p) {
+    if constexpr (V == 4) {
+        const float4 t = *reinterpret_cast<const float4 *>(p);
+        o[0] = t.x, o[1] = t.y, o[2] = t.z, o[3] = t.w;
+    } else {
+        o[0] = *p;
+    }
+}
+template <int V> __device__ __forceinline__ void stv(float *p, const float (&o)[V]) {
+    if constexpr (V == 4) *reinterpret_cast<float4 *>(p) = make_float4(o[0], o[1], o[2], o[3]);
+    else *p = o[0];
+}
 
 /* butterfly sum: every lane ends with the same total, in a fixed order */
 __device__ __forceinline__ float warp_sum(float v) {

@@ -160,9 +160,12 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
 /* The own kernels (cuda_sgemm.cu) where they were measured to pay: fp32, layers at most
  * OWN_GEMM_WIDTH wide, at most own_gemm_macs multiply-adds (the cartpole model at B = 256 9%
  * faster; the seed model's 256- and 512-wide layers and TF32 at B = 256 ran slower on them) */
-static int own_gemm(const cuda_impl *c, int M, int K, int N) {
+static int own_gemm_upto(const cuda_impl *c, int M, int K, int N, double macs) {
     return c->compute == CUBLAS_COMPUTE_32F && K <= OWN_GEMM_WIDTH && N <= OWN_GEMM_WIDTH &&
-           (double)M * K * N <= c->own_gemm_macs;
+           (double)M * K * N <= macs;
+}
+static int own_gemm(const cuda_impl *c, int M, int K, int N) {
+    return own_gemm_upto(c, M, K, N, c->own_gemm_macs);
 }
 
 /* the fallback epilogue: bias (may be NULL) then ReLU when asked */
@@ -255,10 +258,15 @@ static dqn_status linear_bwd_ld(dqn_backend *be, const char *op, const float *X,
         if (db) CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)N * sizeof(float), c->stream));
         return DQN_OK;
     }
+    const int own_dw = own_gemm_upto(c, M, K, N, c->own_dw_macs);
     if (own_gemm(c, M, K, N)) {
         if (dX) DQN_TRY(cuda_sgemm_dx(c, dY, W, ldw, dX, acc_dx, M, K, N));
-        if (dW) return cuda_sgemm_dw(c, X, dY, dW, ldw, db, M, K, N);
-        return db ? cuda_colsum(c, dY, M, N, NULL, NULL, NULL, NULL, db) : DQN_OK;
+        if (dW && own_dw) return cuda_sgemm_dw(c, X, dY, dW, ldw, db, M, K, N);
+        if (!dW) return db ? cuda_colsum(c, dY, M, N, NULL, NULL, NULL, NULL, db) : DQN_OK;
+        dX = NULL;   /* done; dW through cuBLAS below */
+    } else if (dW && own_dw) {
+        DQN_TRY(cuda_sgemm_dw(c, X, dY, dW, ldw, db, M, K, N));
+        dW = NULL, db = NULL;   /* done; dX through cuBLAS below */
     }
     /* dX^T[K,M] = W^T[K,N] dY^T[N,M] */
     if (dX)

@@ -10,18 +10,58 @@
 #define GRN_TAIL_BATCH 32    /* grn_ln_gate_bwd: partials the last block loads at once */
 #define SMEM_FLOATS 12288
 
-__global__ void k_grn_gate_ln_fwd(const float *h, const float *g, const float *gamma,
-                                  const float *beta, float *r, float *y, float *mean, float *rstd,
-                                  int M, int d) {
+/* With NJ > 0 (d <= 32 NJ) a lane keeps its row elements j = lane + 32 i in registers, all loaded
+ * before any store, so the statistics do not read the row back; NJ 0 streams the row (any d).
+ * The arithmetic and its order are the same either way (ln_row_stats'). */
+template <int NJ>
+__global__ void k_grn_gate_ln_fwd(const float *__restrict__ h, const float *__restrict__ g,
+                                  const float *__restrict__ gamma, const float *__restrict__ beta,
+                                  float *__restrict__ r, float *__restrict__ y,
+                                  float *__restrict__ mean, float *__restrict__ rstd, int M, int d) {
     KERNEL_PROLOGUE();
     const int lane = threadIdx.x & 31, m = blockIdx.x * GRN_WARPS + (threadIdx.x >> 5);
     if (m >= M) return;
     const float *hm = h + (size_t)m * d, *gm = g + (size_t)m * 2 * d;
     float *rm = r + (size_t)m * d, *ym = y + (size_t)m * d;
-    for (int j = lane; j < d; j += 32) rm[j] = hm[j] + gm[j] * sigmoidf(gm[d + j]);
     float mu, rs;
-    ln_row_stats(rm, d, lane, &mu, &rs);   /* each lane reads back only what it wrote */
-    for (int j = lane; j < d; j += 32) ym[j] = (rm[j] - mu) * rs * gamma[j] + beta[j];
+    if constexpr (NJ > 0) {
+        float hv[NJ], ga[NJ], gb[NJ], rv[NJ];
+#pragma unroll
+        for (int i = 0; i < NJ; i++) {
+            const int j = lane + 32 * i;
+            const bool in = j < d;
+            hv[i] = in ? hm[j] : 0.0f;
+            ga[i] = in ? gm[j] : 0.0f;
+            gb[i] = in ? gm[d + j] : 0.0f;
+        }
+        float sum = 0.0f, q = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NJ; i++)
+            if (lane + 32 * i < d) {
+                rv[i] = hv[i] + ga[i] * sigmoidf(gb[i]);
+                sum += rv[i];
+            }
+        mu = warp_sum(sum) / (float)d;
+#pragma unroll
+        for (int i = 0; i < NJ; i++)
+            if (lane + 32 * i < d) {
+                float t = rv[i] - mu;
+                q += t * t;
+            }
+        rs = 1.0f / sqrtf(warp_sum(q) / (float)d + 1e-5f);
+#pragma unroll
+        for (int i = 0; i < NJ; i++) {
+            const int j = lane + 32 * i;
+            if (j >= d) break;
+            rm[j] = rv[i];
+            ym[j] = (rv[i] - mu) * rs * gamma[j] + beta[j];
+        }
+    } else {
+        for (int j = lane; j < d; j += 32) rm[j] = hm[j] + gm[j] * sigmoidf(gm[d + j]);
+        __syncwarp();
+        ln_row_stats(rm, d, lane, &mu, &rs);   /* each lane reads back only what it wrote */
+        for (int j = lane; j < d; j += 32) ym[j] = (rm[j] - mu) * rs * gamma[j] + beta[j];
+    }
     if (lane == 0) {
         mean[m] = mu;
         rstd[m] = rs;
@@ -171,8 +211,9 @@ dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(M >= 0 && d > 0, "grn_gate_ln_fwd: bad shape M=%d d=%d", M, d);
     if (M == 0) return DQN_OK;
-    KLAUNCH(k_grn_gate_ln_fwd, (unsigned)((M + GRN_WARPS - 1) / GRN_WARPS), GRN_WARPS * 32, 0, h,
-            g, gamma, beta, r, y, mean, rstd, M, d);
+    auto kern = d <= 64 ? k_grn_gate_ln_fwd<2> : d <= 256 ? k_grn_gate_ln_fwd<8> : k_grn_gate_ln_fwd<0>;
+    KLAUNCH(kern, (unsigned)((M + GRN_WARPS - 1) / GRN_WARPS), GRN_WARPS * 32, 0, h, g, gamma, beta,
+            r, y, mean, rstd, M, d);
     return DQN_OK;
 }
 

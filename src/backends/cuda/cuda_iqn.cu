@@ -5,13 +5,15 @@
 
 #define IQ_BATCH 16   /* iqn_bwd: taus whose inputs a thread loads before storing */
 
-/* cos(pi k tau) in double: the float product pi*k*tau alone would be off by k ulps */
-__global__ void k_cos_embed(const float *tau, float *C, size_t R, int n_cos) {
+/* cos(pi k tau) in double: the float product pi*k*tau alone would be off by k ulps. A row of
+ * threads a row of C, so indices are 32-bit and computed once a row. */
+__global__ void k_cos_embed(const float *__restrict__ tau, float *__restrict__ C, int R, int n_cos) {
     KERNEL_PROLOGUE();
-    GRID_STRIDE(e, R * (size_t)n_cos) {
-        size_t r = e / (size_t)n_cos;
-        int k = (int)(e % (size_t)n_cos) + 1;
-        C[e] = (float)cospi((double)k * (double)tau[r]);
+    for (int r = blockIdx.x * blockDim.y + threadIdx.y; r < R; r += gridDim.x * blockDim.y) {
+        const double t = (double)tau[r];
+        float *Cr = C + (size_t)r * n_cos;
+        for (int k = threadIdx.x; k < n_cos; k += blockDim.x)
+            Cr[k] = (float)cospi((double)(k + 1) * t);
     }
 }
 
@@ -66,7 +68,11 @@ __global__ void k_concat_bcast_bwd(const float *dout, float *dz, float *dh, size
 
 dqn_status cuda_cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos) {
     CUDA_ARG(R >= 0 && n_cos >= 0, "cos_embed: bad shape R=%d n_cos=%d", R, n_cos);
-    LAUNCH_1D(k_cos_embed, (size_t)R * (size_t)n_cos, tau, C, (size_t)R, n_cos);
+    cuda_impl *c = cuda_of(be);
+    if (R == 0 || n_cos == 0) return DQN_OK;
+    const dim3 block(32, CUDA_THREADS / 32);
+    KLAUNCH(k_cos_embed, cuda_blocks(c, (size_t)R, (int)block.y), block, 0, tau, C, R, n_cos);
+    return DQN_OK;
 }
 
 dqn_status cuda_mul_bcast_fwd(dqn_backend *be, const float *h, const float *phi, float *z, int B,
@@ -96,17 +102,32 @@ dqn_status cuda_concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, 
 
 /* ---- fused (issue 3) ---- */
 
-/* z = h * phi and, with cat, cat = [z, h]: one pass instead of two */
-__global__ void k_iqn_fwd(const float *h, const float *phi, float *z, float *cat, size_t B, int T,
-                          int d) {
+/* z = h * phi and, with cat, cat = [z, h]: one pass instead of two (the BC_ layout) */
+template <int V>
+__global__ void k_iqn_fwd(const float *__restrict__ h, const float *__restrict__ phi,
+                          float *__restrict__ z, float *__restrict__ cat, int B, int T, int d) {
     KERNEL_PROLOGUE();
-    GRID_STRIDE(e, B * (size_t)T * (size_t)d) {
-        size_t r = e / (size_t)d, j = e % (size_t)d;
-        float hv = h[(r / (size_t)T) * (size_t)d + j], v = hv * phi[e];
-        z[e] = v;
-        if (cat) {
-            cat[r * 2 * (size_t)d + j] = v;
-            cat[r * 2 * (size_t)d + (size_t)d + j] = hv;
+    const int dv = d / V, ntg = (T + BC_TAUS - 1) / BC_TAUS, n = B * ntg * dv;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
+        const int j = e % dv * V, q = e / dv, t0 = q % ntg * BC_TAUS, s = q / ntg;
+        const int nt = min(BC_TAUS, T - t0);
+        float hv[V], p[BC_TAUS][V];
+        ldv<V>(hv, h + (size_t)s * d + j);
+#pragma unroll
+        for (int u = 0; u < BC_TAUS; u++)
+            if (u < nt) ldv<V>(p[u], phi + ((size_t)s * T + t0 + u) * d + j);
+#pragma unroll
+        for (int u = 0; u < BC_TAUS; u++) {
+            if (u >= nt) break;
+            const size_t r = (size_t)s * T + t0 + u;
+            float v[V];
+#pragma unroll
+            for (int i = 0; i < V; i++) v[i] = hv[i] * p[u][i];
+            stv<V>(z + r * d + j, v);
+            if (cat) {
+                stv<V>(cat + r * 2 * d + j, v);
+                stv<V>(cat + r * 2 * d + d + j, hv);
+            }
         }
     }
 }
@@ -150,7 +171,15 @@ __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, f
 dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
                         int B, int T, int d) {
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "iqn_fwd: bad shape B=%d T=%d d=%d", B, T, d);
-    LAUNCH_1D(k_iqn_fwd, (size_t)B * (size_t)T * (size_t)d, h, phi, z, cat, (size_t)B, T, d);
+    cuda_impl *c = cuda_of(be);
+    const int V = bc_vec(d, h, phi, z, cat);
+    const size_t n = (size_t)B * (size_t)((T + BC_TAUS - 1) / BC_TAUS) * (size_t)(d / V);
+    CUDA_ARG(n <= INT32_MAX / 2, "iqn_fwd: B=%d T=%d d=%d is too large", B, T, d);
+    if (n == 0) return DQN_OK;
+    const unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
+    if (V == 4) KLAUNCH(k_iqn_fwd<4>, grid, CUDA_THREADS, 0, h, phi, z, cat, B, T, d);
+    else KLAUNCH(k_iqn_fwd<1>, grid, CUDA_THREADS, 0, h, phi, z, cat, B, T, d);
+    return DQN_OK;
 }
 
 dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,

@@ -8,6 +8,7 @@
 #define CS_ROWS 8
 #define CS_MAX_PARTS 256
 #define CS_MIN_ROWS_PER_PART 64
+#define CS_BATCH 8
 
 __global__ void k_colsum(const float *A, int M, int N, int chunk, const float *x, const float *mean,
                          const float *rstd, float *part0, float *part1, unsigned *done,
@@ -21,11 +22,22 @@ __global__ void k_colsum(const float *A, int M, int N, int chunk, const float *x
     int r0 = p * chunk, r1 = min(M, r0 + chunk);
     float a0 = 0.0f, a1 = 0.0f;
     if (col < N) {
-        for (int m = r0 + ty; m < r1; m += CS_ROWS) {
-            size_t i = (size_t)m * N + col;
-            float v = A[i];
-            a1 += v;
-            if (x) a0 += v * ((x[i] - mean[m]) * rstd[m]);
+        /* CS_BATCH rows' loads go out before their sums (one round trip, not CS_BATCH) */
+        for (int m0 = r0 + ty; m0 < r1; m0 += CS_ROWS * CS_BATCH) {
+            float v[CS_BATCH], xh[CS_BATCH];
+#pragma unroll
+            for (int u = 0; u < CS_BATCH; u++) {
+                const int m = m0 + u * CS_ROWS;
+                const size_t i = (size_t)m * N + col;
+                v[u] = m < r1 ? A[i] : 0.0f;
+                xh[u] = x && m < r1 ? (x[i] - mean[m]) * rstd[m] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < CS_BATCH; u++) {
+                if (m0 + u * CS_ROWS >= r1) break;
+                a1 += v[u];
+                if (x) a0 += v[u] * xh[u];
+            }
         }
     }
     s0[ty][tx] = a0;
