@@ -6,7 +6,7 @@
 
 #define RT_BATCH 16   /* relu_bwd_tausum: taus whose inputs a thread loads before storing */
 
-/* the BC_ layout (cuda_common.cuh); Y is read and written in place, all of a thread's loads first */
+/* the BC_ layout (cuda_common.cuh); Y in place, all of a thread's loads before its stores */
 template <int V>
 __global__ void k_bcast_add_act(const float *__restrict__ hb, float *Y, int B, int T, int N,
                                 int relu) {

@@ -1,10 +1,10 @@
 /* The dueling heads after the stacked hidden layer hva [R, 2H] (value hidden in columns 0:H,
  * advantage hidden in H:2H), fused (issue 3): the forward (v2, a2 and the dueling combine) is one
- * kernel, or at large R two cuBLAS GEMMs over the column halves and a combine kernel, and the
- * backward from dV, dAdv (the head-gradient clip, the v2/a2 input gradients through the ReLUs,
- * and the v2/a2 parameter gradients) is two: the parameter gradients are sums over rows, partial
- * sums per row part in scratch, then a second kernel adds the parts in a fixed order (no atomics,
- * no counters), so replays are bit-identical. */
+ * kernel, or at large R a cuBLAS GEMM for the advantages and a combine kernel (the values too),
+ * and the backward from dV, dAdv (the head-gradient clip, the v2/a2 input gradients through the
+ * ReLUs, and the v2/a2 parameter gradients) is two: the parameter gradients are sums over rows,
+ * partial sums per row part in scratch, then a second kernel adds the parts in a fixed order (no
+ * atomics, no counters), so replays are bit-identical. */
 #include "backends/cuda/cuda_common.cuh"
 
 #define HF_WARPS 8      /* heads_fwd: rows per block, one warp each */
@@ -14,6 +14,7 @@
 #define HB_SUM_GROUPS 16    /* heads_bwd_sum: threads that share one element's parts */
 #define SMEM_FLOATS 12288   /* the 48 KiB of shared memory a launch gets without opting in */
 #define HC_ROWS 256         /* heads_combine: rows per block (fewer when A is wide) */
+#define HC_VR 4             /* heads_combine: rows whose values a warp computes at once */
 
 /* One warp per row: the 1 + A dot products of length H as warp sums, then the dueling combine
  * with each branch's mean summed in double in the CPU's order. With A <= AMAX the row is read
@@ -96,30 +97,53 @@ __global__ void __launch_bounds__(HF_WARPS * 32, 2)
     }
 }
 
-/* heads_fwd's combine at large R, after the GEMMs left the raw products in V and araw (rows lda
- * apart): a block takes blockDim.x rows, whose advantages pass through shared memory so that
- * global loads and stores are coalesced; a thread takes its row: the biases added, V and Adv
- * written back, and Z = V + Adv - the branch mean, summed in double in the CPU's order as
- * k_heads_fwd does.
+/* heads_fwd's combine at large R, after the advantage GEMM left its raw products in araw (rows
+ * lda apart): a block takes blockDim.x rows. Its warps first compute the rows' values
+ * V = hva[:, 0:H] Wv2^T (HC_VR rows a warp at once, lane-strided products then a butterfly;
+ * as a cuBLAS GEMV it was a node of its own at a third of the bandwidth); the rows' advantages
+ * pass through shared memory so that global loads and stores are coalesced; then a thread takes
+ * its row: the biases added, V and Adv written, and Z = V + Adv - the branch mean, summed in
+ * double in the CPU's order as k_heads_fwd does.
  * Shared: the block's advantages [blockDim.x][A] (odd A: the rows' strided reads do not
- * conflict). */
-__global__ void k_heads_combine(float *__restrict__ V, const float *araw, int lda,
-                                float *Adv, float *__restrict__ Z, const float *__restrict__ bv2,
+ * conflict), then its values [blockDim.x]. */
+__global__ void k_heads_combine(const float *__restrict__ hva, int H, const float *__restrict__ Wv2,
+                                float *__restrict__ V, const float *araw, int lda, float *Adv,
+                                float *__restrict__ Z, const float *__restrict__ bv2,
                                 const float *__restrict__ ba2, int R, dqn_branches br) {
     KERNEL_PROLOGUE();
     extern __shared__ float sm[];
-    const int A = br.A, T = blockDim.x, tid = threadIdx.x;
+    const int A = br.A, T = blockDim.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const int NW = T >> 5;
     const size_t r0 = (size_t)blockIdx.x * T;
     const int nr = (int)min((size_t)T, (size_t)R - r0), n = nr * A;
-    float *adv = Adv + r0 * A, *z = Z + r0 * A;
+    float *adv = Adv + r0 * A, *z = Z + r0 * A, *sv = sm + (size_t)T * A;
     const float *ar = araw + r0 * (size_t)lda;
+    for (int q0 = w; q0 < nr; q0 += NW * HC_VR) {
+        float acc[HC_VR];
+#pragma unroll
+        for (int u = 0; u < HC_VR; u++) acc[u] = 0.0f;
+#pragma unroll 4
+        for (int j = lane; j < H; j += 32) {
+            const float wv = Wv2[j];
+#pragma unroll
+            for (int u = 0; u < HC_VR; u++) {
+                const int q = q0 + u * NW;
+                if (q < nr) acc[u] += hva[(r0 + q) * 2 * (size_t)H + j] * wv;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < HC_VR; u++) {
+            const float t = warp_sum(acc[u]);
+            if (lane == 0 && q0 + u * NW < nr) sv[q0 + u * NW] = t;
+        }
+    }
     for (int e = tid; e < n; e += T) sm[e] = ar[(size_t)(e / A) * lda + e % A] + ba2[e % A];
     __syncthreads();
     for (int e = tid; e < n; e += T) adv[e] = sm[e];
     __syncthreads();   /* each row is rewritten as Z in place */
     if (tid < nr) {
         float *s = sm + (size_t)tid * A;
-        const float v = V[r0 + tid] + bv2[0];
+        const float v = sv[tid] + bv2[0];
         for (int b = 0; b < br.D; b++) {
             float *sb = s + br.off[b];
             const int nb = br.n[b];
@@ -276,18 +300,18 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
              br->A, SMEM_FLOATS / HF_WARPS - br->D);
     if (R == 0) return DQN_OK;
     /* rows per combine block: as many of HC_ROWS as fit in shared memory, in whole warps */
-    const int ct = HC_ROWS * br->A <= SMEM_FLOATS ? HC_ROWS : SMEM_FLOATS / br->A / 32 * 32;
+    const int A1 = br->A + 1;
+    const int ct = HC_ROWS * A1 <= SMEM_FLOATS ? HC_ROWS : SMEM_FLOATS / A1 / 32 * 32;
     if ((long)R * H >= c->heads_gemm_elems && ct >= 32) {
         /* the raw advantages in the scratch with 16-byte rows when A is not a multiple of 4:
          * cuBLAS then takes an aligned kernel (at A = 13 an align1 one ran at half the speed) */
         int lda = (br->A + 3) & ~3;
         float *araw = c->scratch;
         if (lda == br->A || (size_t)R * (size_t)lda > CUDA_SCRATCH_FLOATS) lda = br->A, araw = Adv;
-        DQN_TRY(cuda_gemm_ldx(c, hva, 2 * H, Wv2, V, 1, R, H, 1));
         DQN_TRY(cuda_gemm_ldx(c, hva + H, 2 * H, Wa2, araw, lda, R, H, br->A));
         KLAUNCH(k_heads_combine, (unsigned)(((size_t)R + ct - 1) / ct), ct,
-                (size_t)ct * (size_t)br->A * sizeof(float), V, (const float *)araw, lda, Adv, Z, bv2,
-                ba2, R, *br);
+                (size_t)ct * (size_t)A1 * sizeof(float), hva, H, Wv2, V, (const float *)araw, lda,
+                Adv, Z, bv2, ba2, R, *br);
         return DQN_OK;
     }
     const unsigned blocks = (unsigned)((R + HF_WARPS - 1) / HF_WARPS);

@@ -211,7 +211,9 @@ dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(M >= 0 && d > 0, "grn_gate_ln_fwd: bad shape M=%d d=%d", M, d);
     if (M == 0) return DQN_OK;
-    auto kern = d <= 64 ? k_grn_gate_ln_fwd<2> : d <= 256 ? k_grn_gate_ln_fwd<8> : k_grn_gate_ln_fwd<0>;
+    auto kern = d <= 64    ? k_grn_gate_ln_fwd<2>
+                : d <= 256 ? k_grn_gate_ln_fwd<8>
+                           : k_grn_gate_ln_fwd<0>;
     KLAUNCH(kern, (unsigned)((M + GRN_WARPS - 1) / GRN_WARPS), GRN_WARPS * 32, 0, h, g, gamma, beta,
             r, y, mean, rstd, M, d);
     return DQN_OK;
