@@ -167,10 +167,10 @@ OC_WRAP(l2_norm2, 1,
         (oc_inner, x0, n0, x1, n1, norms))
 OC_WRAP(heads_bwd, (OC_GEMM(R, H, A + 1, 2), 1),
         (dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2, const float *dV,
-         const float *dAdv, const float *norms, float max_norm, float *dhva, float *dWv2,
-         float *dbv2, float *dWa2, float *dba2, int R, int H, int A),
-        (oc_inner, hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, dWv2, dbv2, dWa2, dba2, R, H,
-         A))
+         const float *dAdv, const float *norms, float max_norm, float *dhva, float *dbva,
+         float *dWv2, float *dbv2, float *dWa2, float *dba2, int R, int H, int A),
+        (oc_inner, hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, dbva, dWv2, dbv2, dWa2, dba2,
+         R, H, A))
 OC_WRAP(grn_gate_ln_fwd, 1,
         (dqn_backend *be, const float *h, const float *g, const float *gamma, const float *beta,
          float *r, float *y, float *mean, float *rstd, int M, int d),

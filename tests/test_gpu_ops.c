@@ -841,12 +841,13 @@ static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, in
     upload(norms);   /* both backends clip by the same norms */
     float max_norm = clip ? 0.5f * fminf(norms.c[0], norms.c[1]) : 0.0f;
     vf dhva = out_f((size_t)R * 2 * H), dWv2 = out_f((size_t)H), dbv2 = out_f(1);
-    vf dWa2 = out_f((size_t)A * H), dba2 = out_f((size_t)A);
-    CPU(heads_bwd, hva.c, Wv2.c, Wa2.c, dV.c, dAdv.c, norms.c, max_norm, dhva.c, dWv2.c, dbv2.c,
-        dWa2.c, dba2.c, R, H, A);
+    vf dWa2 = out_f((size_t)A * H), dba2 = out_f((size_t)A), dbva = out_f(2 * (size_t)H);
+    CPU(heads_bwd, hva.c, Wv2.c, Wa2.c, dV.c, dAdv.c, norms.c, max_norm, dhva.c, dbva.c, dWv2.c,
+        dbv2.c, dWa2.c, dba2.c, R, H, A);
     CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, max_norm, dhva.g,
-                                 dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+                                 dbva.g, dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
     expect_f("heads_bwd dhva", dhva, TOL_RED);
+    expect_f("heads_bwd dbva", dbva, TOL_RED);
     expect_f("heads_bwd dWv2", dWv2, TOL_RED);
     expect_f("heads_bwd dbv2", dbv2, TOL_RED);
     expect_f("heads_bwd dWa2", dWa2, TOL_RED);
@@ -856,8 +857,12 @@ static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, in
     float *wsnap = fetch(dWa2.g, dWa2.n * sizeof(float)), *bsnap = fetch(dba2.g, dba2.n * sizeof(float));
     poison(dWa2.g, dWa2.n * sizeof(float));
     poison(dba2.g, dba2.n * sizeof(float));
+    /* without dbva (a shorter part row): the same sums, and dbva left alone */
+    float *csnap = fetch(dbva.g, dbva.n * sizeof(float));
     CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, max_norm, dhva.g,
-                                 dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+                                 NULL, dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+    expect_same_bits("heads_bwd without dbva leaves it", dbva.g, csnap, dbva.n * sizeof(float));
+    free(csnap);
     expect_same_bits("heads_bwd dWa2", dWa2.g, wsnap, dWa2.n * sizeof(float));
     expect_same_bits("heads_bwd dba2", dba2.g, bsnap, dba2.n * sizeof(float));
     free(wsnap);
@@ -870,8 +875,8 @@ static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, in
                                          Z.g, R, H, &br));
         TIME_GPU("l2_norm2", gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
         TIME_GPU("heads_bwd", gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g,
-                                                  max_norm, dhva.g, dWv2.g, dbv2.g, dWa2.g,
-                                                  dba2.g, R, H, A));
+                                                  max_norm, dhva.g, dbva.g, dWv2.g, dbv2.g,
+                                                  dWa2.g, dba2.g, R, H, A));
     }
     release_all();
 }
@@ -1066,7 +1071,7 @@ static void test_fused_graph(void) {
     CHECK_OK(gpu->ops->capture_begin(gpu));
     CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
     CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, 0.5f, dhva.g,
-                                 dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
+                                 NULL, dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
     CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, x.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
                                        dgamma.g, dbeta.g, M, d));
     CHECK_OK(gpu->ops->adam_target_step(gpu, p.g, gr.g, m.g, v.g, t.g, n, 1e-3f, 0.9f, 0.999f,

@@ -441,8 +441,8 @@ static void test_heads(int R, int H, int D, const int *sizes) {
     float *dV = poisoned(R), *dAdv = poisoned(nz), *dpre = poisoned(nh), *dWv2 = poisoned(H);
     float *dbv2 = poisoned(1), *dWa2 = poisoned((size_t)A * H), *dba2 = poisoned(A);
     CHECK_OK(be->ops->dueling_bwd(be, hd.r, dV, dAdv, R, &hd.br));
-    CHECK_OK(be->ops->heads_bwd(be, hd.hva, hd.Wv2, hd.Wa2, dV, dAdv, NULL, 0.0f, dpre, dWv2, dbv2,
-                                dWa2, dba2, R, H, A));
+    CHECK_OK(be->ops->heads_bwd(be, hd.hva, hd.Wv2, hd.Wa2, dV, dAdv, NULL, 0.0f, dpre, NULL, dWv2,
+                                dbv2, dWa2, dba2, R, H, A));
     CHECK(all_finite(dpre, nh) && all_finite(dWv2, H) && all_finite(dbv2, 1) &&
               all_finite(dWa2, (size_t)A * H) && all_finite(dba2, A),
           "heads_bwd left outputs unwritten");

@@ -839,9 +839,9 @@ static void test_heads_fused(int R, int H, int D, const int *sizes, int clip) {
         CHECK_OK(ops->clip_by_norm(be, gA, (size_t)R * A, &norms[1], max_norm));
     }
     float *dhva = poisoned((size_t)R * H2), *dWv2 = poisoned(H), *dbv2 = poisoned(1);
-    float *dWa2 = poisoned((size_t)A * H), *dba2 = poisoned(A);
-    CHECK_OK(ops->heads_bwd(be, hva, Wv2, Wa2, dV, dAdv, clip ? norms : NULL, max_norm, dhva, dWv2,
-                            dbv2, dWa2, dba2, R, H, A));
+    float *dWa2 = poisoned((size_t)A * H), *dba2 = poisoned(A), *dbva = poisoned((size_t)H2);
+    CHECK_OK(ops->heads_bwd(be, hva, Wv2, Wa2, dV, dAdv, clip ? norms : NULL, max_norm, dhva, dbva,
+                            dWv2, dbv2, dWa2, dba2, R, H, A));
     CHECK(same_bytes(dV, dV0, (size_t)R * 4) && same_bytes(dAdv, dA0, (size_t)R * A * 4),
           "heads_bwd wrote dV or dAdv");
     for (int r = 0; r < R; r++)
@@ -878,14 +878,20 @@ static void test_heads_fused(int R, int H, int D, const int *sizes, int clip) {
     }
     eb = maxe(eb, worst_err(dbv2, want, scale, 1, 1e-30));
     eb = maxe(eb, worst_err(dba2, want + 1, scale + 1, A, 1e-30));
+    for (int c = 0; c < H2; c++) {   /* dbva: the column sums of dhva as written */
+        double s = 0, a = 0;
+        for (int r = 0; r < R; r++) s += dhva[(size_t)r * H2 + c], a += fabs(dhva[(size_t)r * H2 + c]);
+        want[c] = s, scale[c] = a;
+    }
+    eb = maxe(eb, worst_err(dbva, want, scale, H2, 1e-30));
     CHECK(eb <= 1e-6, "heads_bwd R=%d H=%d A=%d clip %d: error %.3g of the |terms| sum", R, H, A,
           clip, eb);
-    CHECK(ops->heads_bwd(be, hva, Wv2, Wa2, dV, dAdv, NULL, 1.0f, dhva, dWv2, dbv2, dWa2, dba2, R,
-                         H, A) == DQN_ERR_ARG,
+    CHECK(ops->heads_bwd(be, hva, Wv2, Wa2, dV, dAdv, NULL, 1.0f, dhva, NULL, dWv2, dbv2, dWa2,
+                         dba2, R, H, A) == DQN_ERR_ARG,
           "heads_bwd accepted a clip without norms");
     printf("  heads fused R=%-4d H=%-3d A=%-2d clip %d ok\n", R, H, A, clip);
     float *bufs[] = {hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, Zw, dV, dAdv, gV, gA, dV0, dA0, dhva,
-                     dWv2, dbv2, dWa2, dba2};
+                     dWv2, dbv2, dWa2, dba2, dbva};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
     free(want);
     free(scale);

@@ -246,11 +246,13 @@ typedef struct dqn_ops {
      * clip_by_norm(dAdv, R*A, norms + 1, max_norm) would apply (max_norm 0: none; norms may then
      * be NULL); call the scaled values gV, gA. With hv = hva[:, 0:H], ha = hva[:, H:2H]:
      * dhva[:, 0:H] = (gV Wv2) * (hv > 0), dhva[:, H:2H] = (gA Wa2) * (ha > 0) (written);
-     * dWv2 = gV^T hv, dbv2 = sum gV, dWa2 = gA^T ha, dba2 = column sums of gA (overwritten). */
+     * dWv2 = gV^T hv, dbv2 = sum gV, dWa2 = gA^T ha, dba2 = column sums of gA (overwritten);
+     * dbva [2H], when not NULL, = column sums of dhva: the stacked hidden layer's bias gradient,
+     * summed here so that its own backward does not read dhva again for it. */
     dqn_status (*heads_bwd)(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
                             const float *dV, const float *dAdv, const float *norms,
-                            float max_norm, float *dhva, float *dWv2, float *dbv2, float *dWa2,
-                            float *dba2, int R, int H, int A);
+                            float max_norm, float *dhva, float *dbva, float *dWv2, float *dbv2,
+                            float *dWa2, float *dba2, int R, int H, int A);
     /* GRN tail, forward: gate_fwd(h, g) -> r, then layernorm_fwd(r) -> y, mean, rstd.
      * Bit-identical to the two ops. */
     dqn_status (*grn_gate_ln_fwd)(dqn_backend *be, const float *h, const float *g,

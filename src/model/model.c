@@ -174,11 +174,11 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     const float clip = head_grad_clip > 0 ? head_grad_clip : 0.0f;
     if (clip > 0) DQN_TRY(OPS->l2_norm2(be, w->dV, (size_t)R, w->dAdv, (size_t)R * A, w->norms));
     DQN_TRY(OPS->heads_bwd(be, f->hva, P + L->v2.W, P + L->a2.W, w->dV, w->dAdv,
-                           clip > 0 ? w->norms : NULL, clip, w->dhva, G + L->v2.W, G + L->v2.b,
-                           G + L->a2.W, G + L->a2.b, R, H, A));
-    /* the stacked v1/a1 layer: one GEMM gives du, the sum of both heads' input gradients */
-    DQN_TRY(OPS->linear_bwd(be, u, P + L->va.W, w->dhva, w->du, G + L->va.W, G + L->va.b, R, U,
-                            2 * H));
+                           clip > 0 ? w->norms : NULL, clip, w->dhva, G + L->va.b, G + L->v2.W,
+                           G + L->v2.b, G + L->a2.W, G + L->a2.b, R, H, A));
+    /* the stacked v1/a1 layer (its bias gradient came with dhva): one GEMM gives du, the sum of
+     * both heads' input gradients */
+    DQN_TRY(OPS->linear_bwd(be, u, P + L->va.W, w->dhva, w->du, G + L->va.W, NULL, R, U, 2 * H));
     /* bottleneck: du -> dcat, or split: du -> the per-sample sums dus, and dz */
     const float *h = f->h[a->grn_blocks];
     const int bn = a->bottleneck > 0, split = bn && f->split;

@@ -28,8 +28,8 @@ dqn_status cpu_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float
                         float *norms);
 dqn_status cpu_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
                          const float *dV, const float *dAdv, const float *norms, float max_norm,
-                         float *dhva,
-                         float *dWv2, float *dbv2, float *dWa2, float *dba2, int R, int H, int A);
+                         float *dhva, float *dbva, float *dWv2, float *dbv2, float *dWa2,
+                         float *dba2, int R, int H, int A);
 dqn_status cpu_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g, const float *gamma,
                                const float *beta, float *r, float *y, float *mean, float *rstd,
                                int M, int d);

@@ -163,7 +163,9 @@ typedef struct {
     float max_norm;
     float *dhva;
     int R, H, A, chunk;
-    float *part;   /* [P][W], W = (A+1) H + A+1: weight partials [A+1][H], then bias partials */
+    int dbva;      /* dhva's column sums asked for */
+    float *part;   /* [P][W], W = (A+1) H + A+1 (+ 2H): weight partials [A+1][H], then bias
+                    * partials, then (dbva) dhva's column sums */
 } hb_args;
 
 /* Block (tile, part): blockDim.x columns j of H, the rows of part `part`. Each thread owns its
@@ -186,6 +188,7 @@ __global__ void __launch_bounds__(128) k_heads_bwd(hb_args k) {
     const float cV = clip_scale(k.norms, k.max_norm);
     const float cA = clip_scale(k.norms ? k.norms + 1 : NULL, k.max_norm);
     const float wv = col ? k.Wv2[j] : 0.0f;
+    float csv = 0.0f, csa = 0.0f;   /* this part's sums of dhva's columns j and H + j */
     if constexpr (AMAX > 0) {
 #pragma unroll
         for (int o = 0; o <= AMAX; o++) racc[o] = 0.0f;
@@ -225,7 +228,9 @@ __global__ void __launch_bounds__(128) k_heads_bwd(hb_args k) {
             const float gv = g[0];
             float t = 0.0f;
             /* (dV w) * mask as the CPU's linear_bwd + relu_bwd: two roundings, no FMA */
-            dhva[r] = __fmul_rn(__fmul_rn(gv, wv), (float)(hv[q] > 0.0f));
+            const float dv = __fmul_rn(__fmul_rn(gv, wv), (float)(hv[q] > 0.0f));
+            dhva[r] = dv;
+            csv += dv;
             if constexpr (AMAX > 0) {
                 racc[0] += gv * hv[q];
 #pragma unroll
@@ -241,12 +246,18 @@ __global__ void __launch_bounds__(128) k_heads_bwd(hb_args k) {
                     sAcc[(1 + a) * T + tj] += g[1 + a] * ha[q];
                 }
             }
-            dhva[r + H] = __fmul_rn(t, (float)(ha[q] > 0.0f));
+            const float da = __fmul_rn(t, (float)(ha[q] > 0.0f));
+            dhva[r + H] = da;
+            csa += da;
         }
     }
     /* this part's partials; k_heads_bwd_sum adds the parts */
-    const size_t W = (size_t)A1 * H + A1;
+    const size_t W = (size_t)A1 * H + A1 + (k.dbva ? 2 * (size_t)H : 0);
     float *pw = k.part + (size_t)p * W, *pb = pw + (size_t)A1 * H;
+    if (col && k.dbva) {
+        pb[A1 + j] = csv;
+        pb[A1 + H + j] = csa;
+    }
     if (col) {
         if constexpr (AMAX > 0) {
 #pragma unroll
@@ -260,17 +271,20 @@ __global__ void __launch_bounds__(128) k_heads_bwd(hb_args k) {
         for (int o = tj; o < A1; o += T) pb[o] = sDb[o];
 }
 
-/* Element e of a part's row [W] (weights [A+1][H], then biases [A+1]) summed over the P parts:
+/* Element e of a part's row [W] (weights [A+1][H], biases [A+1], then with dbva dhva's column
+ * sums [2H]) summed over the P parts:
  * HB_SUM_GROUPS threads per element take the parts q = ty, ty + G, ... in order (coalesced over
  * e), then thread ty = 0 adds the groups in order: a fixed tree. Element e < H is dWv2[e], e <
- * (A+1) H is dWa2[e - H] (row o - 1 of dWa2 is row o of the weights), then dbv2, dba2. */
+ * (A+1) H is dWa2[e - H] (row o - 1 of dWa2 is row o of the weights), then dbv2, dba2, dbva. */
 __global__ void k_heads_bwd_sum(const float *__restrict__ part, int P, int H, int A,
                                 float *__restrict__ dWv2, float *__restrict__ dbv2,
-                                float *__restrict__ dWa2, float *__restrict__ dba2) {
+                                float *__restrict__ dWa2, float *__restrict__ dba2,
+                                float *__restrict__ dbva) {
     KERNEL_PROLOGUE();
     __shared__ float red[HB_SUM_GROUPS][33];
     const int tx = threadIdx.x, ty = threadIdx.y, A1 = A + 1;
-    const size_t W = (size_t)A1 * H + A1, e = (size_t)blockIdx.x * 32 + tx;
+    const size_t W = (size_t)A1 * H + A1 + (dbva ? 2 * (size_t)H : 0);
+    const size_t e = (size_t)blockIdx.x * 32 + tx;
     float s = 0.0f;
     if (e < W) {
 #pragma unroll 8
@@ -286,7 +300,8 @@ __global__ void k_heads_bwd_sum(const float *__restrict__ part, int P, int H, in
     if (e < (size_t)H) dWv2[e] = t;
     else if (e < nw) dWa2[e - H] = t;
     else if (e == nw) dbv2[0] = t;
-    else dba2[e - nw - 1] = t;
+    else if (e < nw + A1) dba2[e - nw - 1] = t;
+    else dbva[e - nw - A1] = t;
 }
 
 dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
@@ -322,8 +337,8 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
 
 dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
                           const float *dV, const float *dAdv, const float *norms, float max_norm,
-                          float *dhva, float *dWv2, float *dbv2, float *dWa2, float *dba2, int R,
-                          int H, int A) {
+                          float *dhva, float *dbva, float *dWv2, float *dbv2, float *dWa2,
+                          float *dba2, int R, int H, int A) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(R >= 0 && H > 0 && A > 0, "heads_bwd: bad shape R=%d H=%d A=%d", R, H, A);
     CUDA_ARG(!(max_norm > 0.0f) || norms, "heads_bwd: max_norm=%g needs norms", (double)max_norm);
@@ -333,6 +348,7 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
         CUDA_CHECK(cudaMemsetAsync(dbv2, 0, sizeof(float), c->stream));
         CUDA_CHECK(cudaMemsetAsync(dWa2, 0, (size_t)A * H * sizeof(float), c->stream));
         CUDA_CHECK(cudaMemsetAsync(dba2, 0, (size_t)A * sizeof(float), c->stream));
+        if (dbva) CUDA_CHECK(cudaMemsetAsync(dbva, 0, 2 * (size_t)H * sizeof(float), c->stream));
         return DQN_OK;
     }
     /* columns per block: up to 128, fewer when the shared-memory accumulators (A > 16) need it */
@@ -346,19 +362,21 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
     const unsigned tiles = (unsigned)((H + T - 1) / T);
     /* parts of HB_RB * 2^k rows: short row loops while the grid stays near one wave; the parts
      * depend on the shape alone, so the sum order is fixed */
-    const size_t W = (size_t)A1 * H + A1;
+    const size_t W = (size_t)A1 * H + A1 + (dbva ? 2 * (size_t)H : 0);
     CUDA_ARG(W <= CUDA_SCRATCH_FLOATS, "heads_bwd: A=%d, H=%d exceed the reduction scratch", A, H);
     long long chunk = HB_RB, P = (R + chunk - 1) / chunk;
     while (P > 1 && ((size_t)tiles * P > HB_MAX_BLOCKS || (size_t)P * W > CUDA_SCRATCH_FLOATS)) {
         chunk *= 2;
         P = (R + chunk - 1) / chunk;
     }
-    hb_args k = {hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, R, H, A, (int)chunk, c->scratch};
+    hb_args k = {hva,  Wv2, Wa2, dV,         dAdv,     norms,    max_norm,
+                 dhva, R,   H,   A,  (int)chunk, dbva != NULL, c->scratch};
     dim3 grid(tiles, (unsigned)P);
     size_t smem = smem_f * sizeof(float);
     auto kern = amax == 4 ? k_heads_bwd<4> : amax == 16 ? k_heads_bwd<16> : k_heads_bwd<0>;
     KLAUNCH(kern, grid, T, smem, k);
     dim3 sgrid((unsigned)((W + 31) / 32)), sblock(32, HB_SUM_GROUPS);
-    KLAUNCH(k_heads_bwd_sum, sgrid, sblock, 0, c->scratch, (int)P, H, A, dWv2, dbv2, dWa2, dba2);
+    KLAUNCH(k_heads_bwd_sum, sgrid, sblock, 0, c->scratch, (int)P, H, A, dWv2, dbv2, dWa2, dba2,
+            dbva);
     return DQN_OK;
 }
