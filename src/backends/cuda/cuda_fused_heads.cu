@@ -369,8 +369,8 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
         chunk *= 2;
         P = (R + chunk - 1) / chunk;
     }
-    hb_args k = {hva,  Wv2, Wa2, dV,         dAdv,     norms,    max_norm,
-                 dhva, R,   H,   A,  (int)chunk, dbva != NULL, c->scratch};
+    hb_args k = {hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, R, H, A, (int)chunk,
+                 dbva != NULL, c->scratch};
     dim3 grid(tiles, (unsigned)P);
     size_t smem = smem_f * sizeof(float);
     auto kern = amax == 4 ? k_heads_bwd<4> : amax == 16 ? k_heads_bwd<16> : k_heads_bwd<0>;

@@ -60,9 +60,22 @@ __global__ void k_colsum(const float *A, int M, int N, int chunk, const float *x
     __threadfence();
     a0 = a1 = 0.0f;
     if (col < N) {
-        for (int q = ty; q < P; q += CS_ROWS) {
-            a1 += ((volatile float *)part1)[(size_t)q * N + col];
-            if (x) a0 += ((volatile float *)part0)[(size_t)q * N + col];
+        /* the parts in order, CS_BATCH loads in flight (L2: other blocks wrote them); volatile
+         * loads, one round trip each, made this tail most of the kernel at 256 parts */
+        for (int q0 = ty; q0 < P; q0 += CS_ROWS * CS_BATCH) {
+            float v1[CS_BATCH], v0[CS_BATCH];
+#pragma unroll
+            for (int u = 0; u < CS_BATCH; u++) {
+                const int q = q0 + u * CS_ROWS;
+                v1[u] = q < P ? __ldcg(part1 + (size_t)q * N + col) : 0.0f;
+                v0[u] = x && q < P ? __ldcg(part0 + (size_t)q * N + col) : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < CS_BATCH; u++) {
+                if (q0 + u * CS_ROWS >= P) break;
+                a1 += v1[u];
+                if (x) a0 += v0[u];
+            }
         }
     }
     s0[ty][tx] = a0;
