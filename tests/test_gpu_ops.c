@@ -1323,6 +1323,7 @@ int main(void) {
     test_iqn(5, 3, 7, 5, 0);
     if (full) test_iqn(256, 32, 256, 64, 1);
     test_iqn(3, 5, 8, 37, 0);   /* rows longer than a warp, not a multiple of it */
+    test_iqn(3, 5, 8, 12, 0);   /* float4 stores of the cosines */
     test_heads(7, 3, 5, 1, br2, 0);
     test_heads(37, 5, 3, 3, br355, 0);
     if (full) test_heads(2048, 32, 32, 3, br355, 1);

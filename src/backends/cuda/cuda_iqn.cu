@@ -8,18 +8,23 @@
 /* cos(pi k tau) within 2 float ulps of the exact value: k tau is split exactly into hi + lo
  * (fmaf), hi reduced by an even integer (exact), and cospif takes the rounded sum in [-1, 1]. The
  * float product pi*k*tau alone would be off by k ulps; cospi in double, as this kernel did, made it
- * compute-bound at three times its store's time. A row of threads a row of C: 32-bit indices,
- * computed once a row. */
+ * compute-bound at three times its store's time. A thread takes V consecutive k of one row (a
+ * float4 store when V is 4), its indices 32-bit. */
+template <int V>
 __global__ void k_cos_embed(const float *__restrict__ tau, float *__restrict__ C, int R, int n_cos) {
     KERNEL_PROLOGUE();
-    for (int r = blockIdx.x * blockDim.y + threadIdx.y; r < R; r += gridDim.x * blockDim.y) {
+    const int nv = n_cos / V, n = R * nv;
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
+        const int r = e / nv, k0 = e % nv * V;
         const float t = tau[r];
-        float *Cr = C + (size_t)r * n_cos;
-        for (int k = threadIdx.x; k < n_cos; k += blockDim.x) {
-            const float kf = (float)(k + 1), hi = kf * t, lo = fmaf(kf, t, -hi);
+        float o[V];
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            const float kf = (float)(k0 + i + 1), hi = kf * t, lo = fmaf(kf, t, -hi);
             const float red = hi - 2.0f * rintf(0.5f * hi);
-            Cr[k] = cospif(red + lo);
+            o[i] = cospif(red + lo);
         }
+        stv<V>(C + (size_t)r * n_cos + k0, o);
     }
 }
 
@@ -75,9 +80,13 @@ __global__ void k_concat_bcast_bwd(const float *dout, float *dz, float *dh, size
 dqn_status cuda_cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos) {
     CUDA_ARG(R >= 0 && n_cos >= 0, "cos_embed: bad shape R=%d n_cos=%d", R, n_cos);
     cuda_impl *c = cuda_of(be);
-    if (R == 0 || n_cos == 0) return DQN_OK;
-    const dim3 block(32, CUDA_THREADS / 32);
-    KLAUNCH(k_cos_embed, cuda_blocks(c, (size_t)R, (int)block.y), block, 0, tau, C, R, n_cos);
+    const int V = bc_vec(n_cos, C, NULL, NULL, NULL);
+    const size_t n = (size_t)R * (size_t)(n_cos / V);
+    CUDA_ARG(n <= INT32_MAX / 2, "cos_embed: R=%d n_cos=%d is too large", R, n_cos);
+    if (n == 0) return DQN_OK;
+    const unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
+    if (V == 4) KLAUNCH(k_cos_embed<4>, grid, CUDA_THREADS, 0, tau, C, R, n_cos);
+    else KLAUNCH(k_cos_embed<1>, grid, CUDA_THREADS, 0, tau, C, R, n_cos);
     return DQN_OK;
 }
 
