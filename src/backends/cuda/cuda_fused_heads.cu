@@ -9,8 +9,15 @@
 
 #define HF_WARPS 8      /* heads_fwd: rows per block, one warp each */
 #define HF_NJ 8         /* heads_fwd: a lane's row elements in registers at once */
-#define HB_RB 16        /* heads_bwd: rows whose gradients are staged in shared memory at once */
-#define HB_MAX_BLOCKS 256   /* heads_bwd: rows per part double until tiles x parts fit (one wave) */
+#ifndef HB_RB
+#define HB_RB 8         /* heads_bwd: rows whose gradients are staged in shared memory at once */
+#endif
+#ifndef HB_MAX_BLOCKS
+#define HB_MAX_BLOCKS 512   /* heads_bwd: rows per part double until tiles x parts fit (one wave) */
+#endif
+#ifndef HB_MIN_BLOCKS
+#define HB_MIN_BLOCKS 4     /* heads_bwd: blocks a multiprocessor holds (caps its registers) */
+#endif
 #define HB_SUM_GROUPS 16    /* heads_bwd_sum: threads that share one element's parts */
 #define SMEM_FLOATS 12288   /* the 48 KiB of shared memory a launch gets without opting in */
 #define HC_ROWS 256         /* heads_combine: rows per block (fewer when A is wide) */
@@ -175,7 +182,7 @@ typedef struct {
  * A stage's HB_RB rows of hva are loaded into registers before any store, so a stage costs one
  * memory round trip instead of one per row. */
 template <int AMAX>
-__global__ void __launch_bounds__(128) k_heads_bwd(hb_args k) {
+__global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
     KERNEL_PROLOGUE();
     extern __shared__ float sm[];
     const float *__restrict__ hva = k.hva;
