@@ -5,7 +5,8 @@
 # Output: $OUT (or build-gpu/profile) ncu-<config>.csv, one row per kernel node (in
 # $OUT/profile.tgz when OUT is set).
 #   CONFIGS="cuda,cartpole,guard,256 ..." SKIP=kernels to skip COUNT=kernels to profile
-#   KERNEL=regex: only the kernels whose name matches; SECTIONS="LaunchStats Occupancy ...":
+#   KERNEL=regex: only the kernels whose name matches (SKIP then counts only those: a kernel
+#   launched once an update needs SKIP of a few tens at most); SECTIONS="LaunchStats Occupancy ...":
 #   those ncu sections in full, as text (ncu-<config>.txt), instead of the times
 set -u
 cd "$(dirname "$0")/.."
