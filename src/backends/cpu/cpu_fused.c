@@ -50,18 +50,17 @@ dqn_status cpu_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, co
     const float cV = max_norm > 0.0f ? cpu_clip_scale(norms[0], max_norm) : 1.0f;
     const float cA = max_norm > 0.0f ? cpu_clip_scale(norms[1], max_norm) : 1.0f;
     /* acc: [A+1][H] weight gradients (row 0 value, 1+a advantage), [A+1] biases, [H] one row's
-     * advantage input gradient, [2H] dhva's column sums */
-    size_t nw = (size_t)(A + 1) * H, nacc = nw + (size_t)(A + 1) + (size_t)H + 2 * (size_t)H;
+     * advantage input gradient */
+    size_t nw = (size_t)(A + 1) * H, nacc = nw + (size_t)(A + 1) + (size_t)H;
     double *acc = calloc(nacc, sizeof *acc);
     if (!acc) return DQN_ERR(DQN_ERR_NOMEM, "heads_bwd: %zu accumulators", nacc);
-    double *db = acc + nw, *row = db + A + 1, *cs = row + H;
+    double *db = acc + nw, *row = db + A + 1;
     for (size_t r = 0; r < (size_t)R; r++) {
         const float *hv = hva + r * 2 * H, *ha = hv + H, *ga = dAdv + r * A;
         float *dhv = dhva + r * 2 * H, *dha = dhv + H, gv = dV[r] * cV;
         for (int j = 0; j < H; j++) {
             float x = gv * Wv2[j], on = hv[j] > 0.0f;  /* linear_bwd with N = 1, then relu_bwd */
             dhv[j] = x * on;
-            cs[j] += dhv[j];
             acc[j] += (double)gv * hv[j];
             row[j] = 0;
         }
@@ -78,15 +77,14 @@ dqn_status cpu_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, co
         for (int j = 0; j < H; j++) {
             float on = ha[j] > 0.0f;
             dha[j] = (float)row[j] * on;
-            cs[H + j] += dha[j];
         }
     }
     for (int j = 0; j < H; j++) dWv2[j] = (float)acc[j];
     for (size_t k = 0; k < (size_t)A * H; k++) dWa2[k] = (float)acc[H + k];
     dbv2[0] = (float)db[0];
     for (int a = 0; a < A; a++) dba2[a] = (float)db[1 + a];
-    if (dbva)
-        for (int j = 0; j < 2 * H; j++) dbva[j] = (float)cs[j];
+    /* the column sum linear_bwd's db is (the same floats in the same order) */
+    if (dbva) cpu_colsum(dhva, dbva, R, 2 * H);
     free(acc);
     return DQN_OK;
 }
