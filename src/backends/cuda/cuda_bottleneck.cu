@@ -11,15 +11,13 @@ template <int V>
 __global__ void k_bcast_add_act(const float *__restrict__ hb, float *Y, int B, int T, int N,
                                 int relu) {
     KERNEL_PROLOGUE();
-    const int nv = N / V, ntg = (T + BC_TAUS - 1) / BC_TAUS, n = B * ntg * nv;
+    const int n = bc_items<V>(B, T, N);
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
-        const int k = e % nv * V, q = e / nv, t0 = q % ntg * BC_TAUS, s = q / ntg;
-        const int nt = min(BC_TAUS, T - t0);
+        int s, t0, nt, k;
+        bc_item<V>(e, T, N, &s, &t0, &nt, &k);
         float hv[V], y[BC_TAUS][V];
         ldv<V>(hv, hb + (size_t)s * N + k);
-#pragma unroll
-        for (int u = 0; u < BC_TAUS; u++)
-            if (u < nt) ldv<V>(y[u], Y + ((size_t)s * T + t0 + u) * N + k);
+        bc_load<V>(y, Y, s, T, t0, nt, N, k);
 #pragma unroll
         for (int u = 0; u < BC_TAUS; u++) {
             if (u >= nt) break;

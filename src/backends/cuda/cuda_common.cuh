@@ -193,6 +193,28 @@ template <int V> __device__ __forceinline__ void stv(float *p, const float (&o)[
     else *p = o[0];
 }
 
+/* A BC_ kernel's items over B states, T taus and d columns taken V at a time */
+template <int V> __device__ __forceinline__ int bc_items(int B, int T, int d) {
+    return B * ((T + BC_TAUS - 1) / BC_TAUS) * (d / V);
+}
+
+/* Item e: state s, first tau t0, nt taus (at most BC_TAUS), first column j */
+template <int V>
+__device__ __forceinline__ void bc_item(int e, int T, int d, int *s, int *t0, int *nt, int *j) {
+    const int dv = d / V, ntg = (T + BC_TAUS - 1) / BC_TAUS, q = e / dv;
+    *j = e % dv * V, *t0 = q % ntg * BC_TAUS, *s = q / ntg;
+    *nt = min(BC_TAUS, T - *t0);
+}
+
+/* The item's V columns of its nt per-tau rows of x [B*T, d], all loads issued together */
+template <int V>
+__device__ __forceinline__ void bc_load(float (&o)[BC_TAUS][V], const float *x, int s, int T,
+                                        int t0, int nt, int d, int j) {
+#pragma unroll
+    for (int u = 0; u < BC_TAUS; u++)
+        if (u < nt) ldv<V>(o[u], x + ((size_t)s * T + t0 + u) * d + j);
+}
+
 /* butterfly sum: every lane ends with the same total, in a fixed order */
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -122,15 +122,13 @@ template <int V>
 __global__ void k_iqn_fwd(const float *__restrict__ h, const float *__restrict__ phi,
                           float *__restrict__ z, float *__restrict__ cat, int B, int T, int d) {
     KERNEL_PROLOGUE();
-    const int dv = d / V, ntg = (T + BC_TAUS - 1) / BC_TAUS, n = B * ntg * dv;
+    const int n = bc_items<V>(B, T, d);
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
-        const int j = e % dv * V, q = e / dv, t0 = q % ntg * BC_TAUS, s = q / ntg;
-        const int nt = min(BC_TAUS, T - t0);
+        int s, t0, nt, j;
+        bc_item<V>(e, T, d, &s, &t0, &nt, &j);
         float hv[V], p[BC_TAUS][V];
         ldv<V>(hv, h + (size_t)s * d + j);
-#pragma unroll
-        for (int u = 0; u < BC_TAUS; u++)
-            if (u < nt) ldv<V>(p[u], phi + ((size_t)s * T + t0 + u) * d + j);
+        bc_load<V>(p, phi, s, T, t0, nt, d, j);
 #pragma unroll
         for (int u = 0; u < BC_TAUS; u++) {
             if (u >= nt) break;
