@@ -229,6 +229,8 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->own_gemm_macs = og && *og ? atof(og) : OWN_GEMM_MACS;
     const char *od = getenv("DQN_CUDA_OWN_DW_MACS");     /* dW GEMMs apart (default: the same) */
     c->own_dw_macs = od && *od ? atof(od) : c->own_gemm_macs;
+    const char *hs = getenv("DQN_CUDA_HEALTH_STAGE_PARTS");   /* to compare the health tails */
+    c->health_stage_parts = hs && *hs ? atoi(hs) : 0;
     const char *ss = getenv("DQN_CUDA_SG_SPLIT"), *st = getenv("DQN_CUDA_SG_TILE");
     c->sg_split = ss && *ss ? atoi(ss) : 2;
     c->sg_tile = st && *st ? atoi(st) : 0;

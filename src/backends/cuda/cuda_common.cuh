@@ -64,6 +64,9 @@ typedef struct {
     int pdl;                       /* launch kernels with programmatic dependent launch */
     int gemm_one_kernel;           /* prefer cublasLt algorithms without split-K (one node) */
     long heads_gemm_elems;         /* heads_fwd through cuBLAS from R x H this large (HF_GEMM_ELEMS) */
+    int health_stage_parts;        /* a check with more partials is pre-reduced by its own last
+                                    * block (DQN_CUDA_HEALTH_STAGE_PARTS; 0: only what the stage
+                                    * cannot hold) */
     double own_gemm_macs;          /* own GEMM kernels up to this many multiply-adds (OWN_GEMM_MACS) */
     double own_dw_macs;            /* the same for the dW GEMMs (their reduction split) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */

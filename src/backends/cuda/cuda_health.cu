@@ -715,9 +715,15 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
                                 : blocks_for(c, order[it - n_fin].bytes / 4, H_ELEMS_PER_THREAD);
         blocks += nb[it];
     }
-    /* the checks with the most partials reduce them first where the stage would not hold them */
+    /* the checks with the most partials reduce them first where the stage would not hold them
+     * (or, with health_stage_parts, where they have more partials than that) */
     size_t staged = (size_t)n_drefs, tasks = 0;
     for (int j = 0; j < nc; j++) {
+        if (!desc->defer && c->health_stage_parts > 0 && nb[j] > c->health_stage_parts) {
+            big[j] = 1;
+            staged += 1;
+            continue;
+        }
         staged += (size_t)nb[j];
         tasks += (size_t)tasks_for(nb[j]);
     }
