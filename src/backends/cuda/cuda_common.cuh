@@ -19,6 +19,7 @@ extern "C" {
 /* Scratch for the partial sums of two-pass reductions, fixed at start-up for the same reason. */
 #define CUDA_SCRATCH_FLOATS ((size_t)4 << 20)
 #define CUDA_LT_CACHE 64
+#define GEMM_HEURISTICS 16   /* cublasLt candidates looked at (for one without split-K, or a pick) */
 /* Counters of the single-launch reductions: [0] for l2_norm, [1 + strip] for column sums. */
 #define CUDA_COUNTERS 4097
 /* heads_fwd from this many elements of a hidden half (R x H): 2 GEMMs + combine (3 nodes) beat the
@@ -67,6 +68,8 @@ typedef struct {
     int health_stage_parts;        /* a check with more partials is pre-reduced by its own last
                                     * block (DQN_CUDA_HEALTH_STAGE_PARTS; 0: only what the stage
                                     * cannot hold) */
+    int gemm_pick;                 /* cublasLt's candidate of this rank where cuBLAS's first choice
+                                    * would run (DQN_CUDA_GEMM_PICK; 0: the first) */
     double own_gemm_macs;          /* own GEMM kernels up to this many multiply-adds (OWN_GEMM_MACS) */
     double own_dw_macs;            /* the same for the dW GEMMs (their reduction split) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */

@@ -35,7 +35,6 @@ void cuda_gemm_release(cuda_impl *c) {
     c->n_plans = 0;
 }
 
-#define GEMM_HEURISTICS 16   /* cublasLt's candidates looked at for one without split-K */
 /* Where a split-K algorithm's second node costs more than it saves: fp32, K and N at most 128,
  * at most this many multiply-adds (measured on the H200: the cartpole model at B = 32 14% faster;
  * applied to every GEMM up to 2^27 multiply-adds it cost the seed model, whose GEMMs are 256
@@ -90,14 +89,14 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
                     (double)p->M * p->K * p->N <= GEMM_ONE_KERNEL_MACS;
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->c, p->c, pref,
-                                            one ? GEMM_HEURISTICS : 1, res, &n_res);
+                                            one ? GEMM_HEURISTICS : c->gemm_pick + 1, res, &n_res);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && n_res == 0))
         return DQN_OK;
     CUBLAS_CHECK(st);
     /* at small batch a split-K algorithm is two graph nodes (the GEMM, then a reduce kernel that
      * also applies the epilogue), each a few microseconds: the best-ranked one without split-K */
-    int pick = 0;
+    int pick = one ? 0 : n_res - 1;
     for (int i = 0; i < n_res && one; i++) {
         int32_t splitk = 1;
         size_t got = 0;

@@ -5,11 +5,12 @@
 
 #define IQ_BATCH 16   /* iqn_bwd: taus whose inputs a thread loads before storing */
 
-/* cos(pi k tau) within 2 float ulps of the exact value: k tau is split exactly into hi + lo
- * (fmaf), hi reduced by an even integer (exact), and cospif takes the rounded sum in [-1, 1]. The
- * float product pi*k*tau alone would be off by k ulps; cospi in double, as this kernel did, made it
- * compute-bound at three times its store's time. A thread takes V consecutive k of one row (a
- * float4 store when V is 4), its indices 32-bit. */
+/* cos(pi k tau) for V consecutive k of one row (a float4 store when V is 4), indices 32-bit. The
+ * first k of the thread's run: k tau is split exactly into hi + lo (fmaf), hi reduced by an even
+ * integer (exact), and sincospif takes the rounded sum in [-1, 1] (within 2 float ulps; the float
+ * product pi*k*tau alone would be off by k ulps). The next V - 1 come by rotation through
+ * (cos, sin)(pi tau), a few ulps each: one sincospif and four cosines per thread where cospif of
+ * every k made the kernel compute-bound (about 40 instructions an element). */
 template <int V>
 __global__ void k_cos_embed(const float *__restrict__ tau, float *__restrict__ C, int R, int n_cos) {
     KERNEL_PROLOGUE();
@@ -18,11 +19,21 @@ __global__ void k_cos_embed(const float *__restrict__ tau, float *__restrict__ C
         const int r = e / nv, k0 = e % nv * V;
         const float t = tau[r];
         float o[V];
+        const float kf = (float)(k0 + 1), hi = kf * t, lo = fmaf(kf, t, -hi);
+        const float red = hi - 2.0f * rintf(0.5f * hi);
+        float s, c;
+        sincospif(red + lo, &s, &c);
+        o[0] = c;
+        if (V > 1) {
+            float s1, c1;
+            sincospif(t, &s1, &c1);
 #pragma unroll
-        for (int i = 0; i < V; i++) {
-            const float kf = (float)(k0 + i + 1), hi = kf * t, lo = fmaf(kf, t, -hi);
-            const float red = hi - 2.0f * rintf(0.5f * hi);
-            o[i] = cospif(red + lo);
+            for (int i = 1; i < V; i++) {
+                const float cn = fmaf(c, c1, -s * s1), sn = fmaf(s, c1, c * s1);
+                c = cn;
+                s = sn;
+                o[i] = c;
+            }
         }
         stv<V>(C + (size_t)r * n_cos + k0, o);
     }
