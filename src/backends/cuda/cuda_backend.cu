@@ -231,6 +231,9 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->own_dw_macs = od && *od ? atof(od) : c->own_gemm_macs;
     const char *hs = getenv("DQN_CUDA_HEALTH_STAGE_PARTS");   /* to compare the health tails */
     c->health_stage_parts = hs && *hs ? atoi(hs) : 0;
+    const char *om = getenv("DQN_CUDA_GEMM_ONE_MACS"), *ow = getenv("DQN_CUDA_GEMM_ONE_WIDTH");
+    c->gemm_one_macs = om && *om ? atof(om) : GEMM_ONE_KERNEL_MACS;
+    c->gemm_one_width = ow && *ow ? atoi(ow) : GEMM_ONE_KERNEL_WIDTH;
     const char *gp = getenv("DQN_CUDA_GEMM_PICK");   /* to compare cublasLt's candidates */
     c->gemm_pick = gp && *gp ? atoi(gp) : 0;
     if (c->gemm_pick < 0 || c->gemm_pick >= GEMM_HEURISTICS) c->gemm_pick = 0;

@@ -19,6 +19,12 @@ extern "C" {
 /* Scratch for the partial sums of two-pass reductions, fixed at start-up for the same reason. */
 #define CUDA_SCRATCH_FLOATS ((size_t)4 << 20)
 #define CUDA_LT_CACHE 64
+/* Where a split-K algorithm's second node costs more than it saves: fp32, K and N at most 128,
+ * at most this many multiply-adds (measured on the H200: the cartpole model at B = 32 14% faster;
+ * applied to every GEMM up to 2^27 multiply-adds it cost the seed model, whose GEMMs are 256
+ * wide, 4-15% and TF32 cartpole at B = 4096 12%, so cuBLAS's first choice stays there) */
+#define GEMM_ONE_KERNEL_MACS ((double)(1 << 27))
+#define GEMM_ONE_KERNEL_WIDTH 128
 #define GEMM_HEURISTICS 16   /* cublasLt candidates looked at (for one without split-K, or a pick) */
 /* Counters of the single-launch reductions: [0] for l2_norm, [1 + strip] for column sums. */
 #define CUDA_COUNTERS 4097
@@ -68,6 +74,8 @@ typedef struct {
     int health_stage_parts;        /* a check with more partials is pre-reduced by its own last
                                     * block (DQN_CUDA_HEALTH_STAGE_PARTS; 0: only what the stage
                                     * cannot hold) */
+    double gemm_one_macs;          /* GEMMs without split-K: up to this many multiply-adds and */
+    int gemm_one_width;            /* K, N up to this (DQN_CUDA_GEMM_ONE_MACS / _WIDTH) */
     int gemm_pick;                 /* cublasLt's candidate of this rank where cuBLAS's first choice
                                     * would run (DQN_CUDA_GEMM_PICK; 0: the first) */
     double own_gemm_macs;          /* own GEMM kernels up to this many multiply-adds (OWN_GEMM_MACS) */

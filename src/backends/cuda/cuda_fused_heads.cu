@@ -18,6 +18,7 @@
 #ifndef HB_MIN_BLOCKS
 #define HB_MIN_BLOCKS 4     /* heads_bwd: blocks a multiprocessor holds (caps its registers) */
 #endif
+#define HB_GQ 1             /* heads_bwd: a thread's staged gradients loaded ahead of their stage */
 #define HB_SUM_GROUPS 16    /* heads_bwd_sum: threads that share one element's parts */
 #define SMEM_FLOATS 12288   /* the 48 KiB of shared memory a launch gets without opting in */
 #define HC_ROWS 256         /* heads_combine: rows per block (fewer when A is wide) */
@@ -175,6 +176,13 @@ typedef struct {
                     * partials, then (dbva) dhva's column sums */
 } hb_args;
 
+/* Element e of a stage's staged gradients [rows][A+1] from row rb on: gV, then gA, clipped. */
+__device__ __forceinline__ float stage_grad(const hb_args &k, int rb, int e, float cV, float cA) {
+    const int A1 = k.A + 1, o = e % A1;
+    const size_t r = (size_t)rb + e / A1;
+    return o == 0 ? k.dV[r] * cV : k.dAdv[r * k.A + o - 1] * cA;
+}
+
 /* Block (tile, part): blockDim.x columns j of H, the rows of part `part`. Each thread owns its
  * column: the input gradients of its column for every row, and its column's A+1 weight-gradient
  * sums (in registers when AMAX > 0, i.e. A <= AMAX; else in shared memory). The first tile also
@@ -207,22 +215,39 @@ __global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
     }
     for (int o = tj; o < A1; o += T) sDb[o] = 0.0f;
     const int r0 = p * k.chunk, r1 = min(k.R, r0 + k.chunk);
+    /* the next stage's rows of hva and its gradients (HB_GQ a thread; more, on wide A, are loaded
+     * when the stage is staged) are loaded while this stage computes */
+    float hn[HB_RB], an[HB_RB], gq[HB_GQ];
+    auto load_stage = [&](int rb) {
+        const int nr = min(HB_RB, r1 - rb);
+#pragma unroll
+        for (int q = 0; q < HB_RB; q++) {
+            const size_t r = (size_t)(rb + q) * 2 * H + j;
+            hn[q] = col && q < nr ? hva[r] : 0.0f;
+            an[q] = col && q < nr ? hva[r + H] : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < HB_GQ; i++) {
+            const int e = tj + i * T;
+            gq[i] = e < nr * A1 ? stage_grad(k, rb, e, cV, cA) : 0.0f;
+        }
+    };
+    if (r0 < r1) load_stage(r0);
     for (int rb = r0; rb < r1; rb += HB_RB) {
         const int nr = min(HB_RB, r1 - rb);
         float hv[HB_RB], ha[HB_RB];
 #pragma unroll
         for (int q = 0; q < HB_RB; q++) {
-            const size_t r = (size_t)(rb + q) * 2 * H + j;
-            hv[q] = col && q < nr ? hva[r] : 0.0f;
-            ha[q] = col && q < nr ? hva[r + H] : 0.0f;
+            hv[q] = hn[q];
+            ha[q] = an[q];
         }
         __syncthreads();   /* the previous stage's reads of sG are done */
-        for (int e = tj; e < nr * A1; e += T) {
-            const size_t r = (size_t)rb + e / A1;
-            const int o = e % A1;
-            sG[e] = o == 0 ? k.dV[r] * cV : k.dAdv[r * A + o - 1] * cA;
-        }
+#pragma unroll
+        for (int i = 0; i < HB_GQ; i++)
+            if (tj + i * T < nr * A1) sG[tj + i * T] = gq[i];
+        for (int e = tj + HB_GQ * T; e < nr * A1; e += T) sG[e] = stage_grad(k, rb, e, cV, cA);
         __syncthreads();
+        if (rb + HB_RB < r1) load_stage(rb + HB_RB);
         if (first)
             for (int o = tj; o < A1; o += T)
                 for (int q = 0; q < nr; q++) sDb[o] += sG[q * A1 + o];

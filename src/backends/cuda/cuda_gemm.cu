@@ -35,13 +35,6 @@ void cuda_gemm_release(cuda_impl *c) {
     c->n_plans = 0;
 }
 
-/* Where a split-K algorithm's second node costs more than it saves: fp32, K and N at most 128,
- * at most this many multiply-adds (measured on the H200: the cartpole model at B = 32 14% faster;
- * applied to every GEMM up to 2^27 multiply-adds it cost the seed model, whose GEMMs are 256
- * wide, 4-15% and TF32 cartpole at B = 4096 12%, so cuBLAS's first choice stays there) */
-#define GEMM_ONE_KERNEL_MACS ((double)(1 << 27))
-#define GEMM_ONE_KERNEL_WIDTH 128
-
 /* Builds a plan; *found = 0 when cublasLt has no algorithm for it (the caller falls back).
  * Forward: D[N,M] = W^T X^T, epilogue bias and/or ReLU. dgrad: dW^T[K,N] = X^T[K,M] dY[M,N] with
  * db[N] = the sum over the GEMM's k (the M rows of dY) from the BGRADB epilogue. */
@@ -85,8 +78,8 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
     cublasLtMatmulHeuristicResult_t res[GEMM_HEURISTICS];
     int n_res = 0;
     const int one = c->gemm_one_kernel && c->compute == CUBLAS_COMPUTE_32F &&
-                    p->K <= GEMM_ONE_KERNEL_WIDTH && p->N <= GEMM_ONE_KERNEL_WIDTH &&
-                    (double)p->M * p->K * p->N <= GEMM_ONE_KERNEL_MACS;
+                    p->K <= c->gemm_one_width && p->N <= c->gemm_one_width &&
+                    (double)p->M * p->K * p->N <= c->gemm_one_macs;
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->c, p->c, pref,
                                             one ? GEMM_HEURISTICS : c->gemm_pick + 1, res, &n_res);
