@@ -218,9 +218,6 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
     __syncthreads();
     if (!last) return;
     __threadfence();
-    /* (the hosted check's partials first: after the tail, the compiler keeps its loads' registers
-     * live through the tail's batch) */
-    if constexpr (HC) hosted_finish<1>(hh, P);
     /* the last block adds the parts in order; a thread's (column, part) pairs run column-major
      * and GRN_TAIL_BATCH loads at a time go out together (L2 only: written by other blocks) */
     const int n2 = 2 * d, T = blockDim.x;
@@ -246,6 +243,7 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
             }
         }
     }
+    if constexpr (HC) hosted_finish<1>(hh, P);
     if (threadIdx.x == 0) *done = 0;
 }
 
