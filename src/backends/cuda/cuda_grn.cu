@@ -7,9 +7,9 @@
 
 #define GRN_WARPS 8
 #ifndef GRN_MAX_PARTS
-#define GRN_MAX_PARTS 128    /* grn_ln_gate_bwd: blocks, each a part of the rows */
+#define GRN_MAX_PARTS 64     /* grn_ln_gate_bwd: blocks, each a part of the rows */
 #endif
-#define GRN_TAIL_BATCH 64    /* grn_ln_gate_bwd: partials the last block loads at once */
+#define GRN_TAIL_BATCH 32    /* grn_ln_gate_bwd: partials the last block loads at once */
 #define SMEM_FLOATS 12288
 
 /* With NJ > 0 (d <= 32 NJ) a lane keeps its row elements j = lane + 32 i in registers, all loaded
