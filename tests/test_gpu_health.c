@@ -1,11 +1,9 @@
 /* The numerical-health subsystem on the CUDA backend against the CPU backend: the health_check op
  * on fresh random buffers with NaN, Inf and huge values sprinkled in (every statistic, the guard's
- * clamps, the ISV, the event, the copies; bit-identical reruns); the ops that host a plan's checks
- * (l2_norm2, grn_ln_gate_bwd) likewise, and bitwise their plain selves where nothing is clamped;
- * then the whole update captured as a graph: every slot x {nan, inf, huge} is reported at exactly
- * that slot and update, as on the CPU, guard mode keeps the weights finite, and on healthy
- * training detect and guard leave every value bitwise as health off does. Exits 77 when there is
- * no CUDA device. */
+ * clamps, the ISV, the event, the copies; bit-identical reruns); then the whole update captured as
+ * a graph: every slot x {nan, inf, huge} is reported at exactly that slot and update, as on the
+ * CPU, guard mode keeps the weights finite, and on healthy training detect and guard leave every
+ * value bitwise as health off does. Exits 77 when there is no CUDA device. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,189 +462,6 @@ static void test_op_adam(void) {
     free(hb);
 }
 
-/* ---- the ops that host a plan's checks ---- */
-
-/* max |got - ref| / max |ref| (a non-finite value: infinite) */
-static double err_of(const float *got, const float *ref, size_t n) {
-    double maxref = 0.0, maxdiff = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]) || !isfinite(ref[i])) return INFINITY;
-        maxdiff = fmax(maxdiff, fabs((double)got[i] - (double)ref[i]));
-        maxref = fmax(maxref, fabs((double)ref[i]));
-    }
-    return maxdiff / (maxref > 1e-30 ? maxref : 1e-30);
-}
-
-static float *fetch(const float *g, size_t n) {
-    float *h = malloc(n * 4);
-    CHECK_OK(gpu->ops->d2h(gpu, h, g, n * 4));
-    return h;
-}
-
-/* the plan d (the CPU's: its checks' x host buffers) on both backends; the GPU's checks take x
- * from gx, its commit defers gdef */
-static void plan_both(const dqn_hplan_desc *d, float *const *gx, dqn_health_block *hg,
-                      const uint64_t *stg, void *const *gdef, void **pc, void **pg) {
-    dqn_hcheck kg[4];
-    for (int k = 0; k < d->n_checks; k++) {
-        kg[k] = d->checks[k];
-        kg[k].x = gx[k];
-    }
-    dqn_hplan_desc g = *d;
-    g.blk = hg;
-    g.step = stg;
-    g.checks = kg;
-    g.deferred = gdef;
-    CHECK_OK(cpu->ops->health_plan(cpu, d, pc));
-    CHECK_OK(gpu->ops->health_plan(gpu, &g, pg));
-}
-
-/* l2_norm2 (hosting the checks of dV [R] and dAdv [R, A]) and grn_ln_gate_bwd (hosting dy's [M,
- * d]) against the CPU on inputs with NaN, Inf and huge values, twice: the guarded buffers
- * (bitwise), the ops' outputs and, after a commit that defers both hosted plans, the health
- * block. Then on clean inputs: each op with its plan gives bitwise what it gives without one. And
- * the misuse: health_check of a hosted plan, an op given a plan of other buffers. */
-static void test_hosted(int R, int A, int M, int d) {
-    printf("hosted checks: l2_norm2 R=%d A=%d, grn_ln_gate_bwd M=%d d=%d\n", R, A, M, d);
-    const size_t nv = (size_t)R, na = nv * A, ny = (size_t)M * d;
-    /* the hosted checks' buffers, and a clean one that the commit checks itself */
-    buf in[4] = {make_buf(nv, 7), make_buf(na, 13), make_buf(ny, 11), make_buf(1000, 0)};
-    buf r = make_buf(ny, 0), gam = make_buf(d, 0), mean = make_buf(M, 0), rstd = make_buf(M, 0);
-    buf g = make_buf(2 * ny, 0), norms = make_buf(2, 0), dres = make_buf(ny, 0);
-    buf dg = make_buf(2 * ny, 0), dgam = make_buf(d, 0), dbet = make_buf(d, 0);
-    dqn_health_block *hc = calloc(1, sizeof *hc), *hg, *hback = calloc(1, sizeof *hback);
-    CHECK_OK(gpu->ops->alloc(gpu, (void **)&hg, sizeof *hg));
-    hc->event.slot = -1;
-    hc->isv[1] = 2e-3f;   /* bounds: 1e3 (isv 0, unset: the floor), 2e3, and 1e6 * 2.5 */
-    hc->isv[2] = 2.5f;
-    CHECK_OK(gpu->ops->h2d(gpu, hg, hc, sizeof *hc));
-    uint64_t stepc = 5, *stepg;
-    CHECK_OK(gpu->ops->alloc(gpu, (void **)&stepg, 8));
-    CHECK_OK(gpu->ops->h2d(gpu, stepg, &stepc, 8));
-    dqn_hcheck ck[4] = {{in[0].c, nv, 0, 0, 3, 6, DQN_HSTAT_RMS, 1},
-                        {in[1].c, na, 1, 1, 4, -1, DQN_HSTAT_NONE, 1},
-                        {in[2].c, ny, 2, 0, 5, 7, DQN_HSTAT_MEANABS, 1},
-                        {in[3].c, in[3].n, 3, 2, 8, -1, DQN_HSTAT_NONE, 0}};
-    float *gx[4] = {in[0].g, in[1].g, in[2].g, in[3].g};
-    dqn_hplan_desc dh = {.blk = hc, .step = &stepc, .guard_scale = 1e6f, .guard_floor = 1e3f,
-                         .decay = 0.99f, .guard_mode = 1, .checks = ck, .n_checks = 2,
-                         .defer = 1, .hosted = 1};
-    void *phc, *phg, *pyc, *pyg, *pcc, *pcg;
-    plan_both(&dh, gx, hg, stepg, NULL, &phc, &phg);
-    dqn_hplan_desc dy = dh;
-    dy.checks = ck + 2;
-    dy.n_checks = 1;
-    plan_both(&dy, gx + 2, hg, stepg, NULL, &pyc, &pyg);
-    void *const dfc[2] = {phc, pyc}, *const dfg[2] = {phg, pyg};
-    dqn_hplan_desc dc = dh;
-    dc.checks = ck + 3;
-    dc.n_checks = 1;
-    dc.defer = dc.hosted = 0;
-    dc.commit = 1;
-    dc.n_slots = 4;
-    dc.rollback_slot = -1;
-    dc.deferred = dfc;
-    dc.n_deferred = 2;
-    plan_both(&dc, gx + 3, hg, stepg, dfg, &pcc, &pcg);
-    for (int rep = 0; rep < 2; rep++) {   /* the second run: the buffers guarded, the ISV fed */
-        CHECK_OK(cpu->ops->l2_norm2(cpu, in[0].c, nv, in[1].c, na, norms.c, phc));
-        CHECK_OK(gpu->ops->l2_norm2(gpu, in[0].g, nv, in[1].g, na, norms.g, phg));
-        CHECK_OK(cpu->ops->grn_ln_gate_bwd(cpu, r.c, gam.c, mean.c, rstd.c, g.c, in[2].c, dres.c,
-                                           dg.c, dgam.c, dbet.c, M, d, pyc));
-        CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, r.g, gam.g, mean.g, rstd.g, g.g, in[2].g, dres.g,
-                                           dg.g, dgam.g, dbet.g, M, d, pyg));
-        CHECK_OK(cpu->ops->health_check(cpu, pcc));
-        CHECK_OK(gpu->ops->health_check(gpu, pcg));
-        CHECK_OK(gpu->ops->d2h(gpu, hback, hg, sizeof *hback));
-        char what[96];
-        snprintf(what, sizeof what, "hosted R=%d d=%d run %d", R, d, rep);
-        compare_blocks(hc, hback, 4, 9, what);
-        for (int k = 0; k < 3; k++) {
-            float *got = fetch(in[k].g, in[k].n);
-            CHECK(memcmp(got, in[k].c, in[k].n * 4) == 0, "%s: guarded buffer %d differs", what, k);
-            free(got);
-        }
-        const buf out[5] = {norms, dres, dg, dgam, dbet};
-        const char *name[5] = {"norms", "dres", "dg", "dgamma", "dbeta"};
-        for (int k = 0; k < 5; k++) {
-            float *got = fetch(out[k].g, out[k].n);
-            double e = err_of(got, out[k].c, out[k].n);
-            CHECK(e < 1e-4, "%s: %s error %.3g", what, name[k], e);
-            free(got);
-        }
-    }
-    CHECK(hc->tot[0].guarded > 0 && hc->tot[1].guarded > 0 && hc->tot[2].guarded > 0 &&
-              hc->event.slot >= 0 && hc->event.slot < 3,
-          "hosted R=%d d=%d: the checks had guards at work (%llu, %llu, %llu), event at %d", R, d,
-          (unsigned long long)hc->tot[0].guarded, (unsigned long long)hc->tot[1].guarded,
-          (unsigned long long)hc->tot[2].guarded, hc->event.slot);
-
-    /* clean inputs: nothing to clamp, so the outputs are bitwise the op's without a plan */
-    for (int k = 0; k < 3; k++) {
-        for (size_t i = 0; i < in[k].n; i++) in[k].c[i] = rnd();
-        CHECK_OK(gpu->ops->h2d(gpu, in[k].g, in[k].c, in[k].n * 4));
-    }
-    const buf out[5] = {norms, dres, dg, dgam, dbet};
-    float *plain[5];
-    CHECK_OK(gpu->ops->l2_norm2(gpu, in[0].g, nv, in[1].g, na, norms.g, NULL));
-    CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, r.g, gam.g, mean.g, rstd.g, g.g, in[2].g, dres.g, dg.g,
-                                       dgam.g, dbet.g, M, d, NULL));
-    for (int k = 0; k < 5; k++) plain[k] = fetch(out[k].g, out[k].n);
-    CHECK_OK(gpu->ops->l2_norm2(gpu, in[0].g, nv, in[1].g, na, norms.g, phg));
-    CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, r.g, gam.g, mean.g, rstd.g, g.g, in[2].g, dres.g, dg.g,
-                                       dgam.g, dbet.g, M, d, pyg));
-    for (int k = 0; k < 5; k++) {
-        float *got = fetch(out[k].g, out[k].n);
-        CHECK(memcmp(got, plain[k], out[k].n * 4) == 0,
-              "hosted R=%d d=%d: output %d with the plan differs from without", R, d, k);
-        free(got);
-        free(plain[k]);
-    }
-    for (int k = 0; k < 3; k++) {
-        float *got = fetch(in[k].g, in[k].n);
-        CHECK(memcmp(got, in[k].c, in[k].n * 4) == 0, "hosted: clean buffer %d changed", k);
-        free(got);
-    }
-
-    /* misuse, on both backends */
-    dqn_backend *be[2] = {cpu, gpu};
-    void *ph[2] = {phc, phg}, *py[2] = {pyc, pyg};
-    for (int b = 0; b < 2; b++) {
-        const int G = b == 1;
-        float *x0 = G ? in[0].g : in[0].c, *x1 = G ? in[1].g : in[1].c, *x2 = G ? in[2].g : in[2].c;
-        float *no = G ? norms.g : norms.c;
-        CHECK(be[b]->ops->health_check(be[b], ph[b]) == DQN_ERR_ARG,
-              "%s: health_check ran a hosted plan", be[b]->ops->name);
-        CHECK(be[b]->ops->l2_norm2(be[b], x1, na, x0, nv, no, ph[b]) == DQN_ERR_ARG &&
-                  be[b]->ops->l2_norm2(be[b], x0, nv, x1, na, no, py[b]) == DQN_ERR_ARG &&
-                  be[b]->ops->grn_ln_gate_bwd(be[b], G ? r.g : r.c, G ? gam.g : gam.c,
-                                              G ? mean.g : mean.c, G ? rstd.g : rstd.c,
-                                              G ? g.g : g.c, x2, G ? dres.g : dres.c,
-                                              G ? dg.g : dg.c, G ? dgam.g : dgam.c,
-                                              G ? dbet.g : dbet.c, M, d, ph[b]) == DQN_ERR_ARG,
-              "%s: an op took a plan of other buffers", be[b]->ops->name);
-        dqn_hplan_desc bad = dh;
-        bad.blk = G ? hg : hc;
-        bad.step = G ? stepg : &stepc;
-        bad.defer = 0;
-        void *pb = NULL;
-        CHECK(be[b]->ops->health_plan(be[b], &bad, &pb) == DQN_ERR_ARG && !pb,
-              "%s: a hosted plan that is not deferred was built", be[b]->ops->name);
-    }
-    void *plans[3][2] = {{phc, phg}, {pyc, pyg}, {pcc, pcg}};
-    for (int k = 0; k < 3; k++) {
-        cpu->ops->health_plan_free(cpu, plans[k][0]);
-        gpu->ops->health_plan_free(gpu, plans[k][1]);
-    }
-    buf *all[] = {&in[0], &in[1], &in[2], &in[3], &r, &gam, &mean, &rstd, &g, &norms, &dres, &dg,
-                  &dgam, &dbet};
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) free_buf(all[k]);
-    free(hc);
-    free(hback);
-    gpu->ops->free(gpu, hg);
-    gpu->ops->free(gpu, stepg);
-}
-
 /* ---- the captured update ---- */
 
 static void test_faults(int small) {
@@ -739,9 +554,6 @@ int main(void) {
     test_op(small ? 70001 : 9000001);
     test_op_shapes(2200003);
     test_op_adam();
-    test_hosted(37, 3, 37, 13);           /* one block of l2_norm2; grn_ln_gate_bwd<2> */
-    test_hosted(30001, 13, 1000, 200);    /* 1524 blocks' partials; <8>, 64 blocks */
-    test_hosted(5, 1, 41, 300);           /* <0>: the streamed rows */
     if (getenv("DQN_GPU_HEALTH_OPS_ONLY")) {   /* the sanitizer runs: the kernels alone */
         gpu->ops->destroy(gpu);
         cpu->ops->destroy(cpu);

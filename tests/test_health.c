@@ -5,7 +5,7 @@
  * weights stay finite; a real overflow (a learning rate of 1e4, no injection) is localised in
  * detect mode and survived in guard mode; the replay of a saved event reproduces it; the health
  * state goes through a checkpoint; the commit's optimizer step equals adam_target_step, with its
- * backup, its skip and its rollback; a hosted plan equals the same checks run inline. */
+ * backup, its skip and its rollback. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,83 +169,6 @@ static void test_commit_optimizer(void) {
     CHECK(memcmp(st, ref, sizeof st) == 0 && blk->skipped == 3, "detect mode skipped a step");
     be->ops->health_plan_free(be, plan);
     free(blk);
-    be->ops->destroy(be);
-}
-
-/* A hosted plan (the op that reads its buffers runs it: l2_norm2, grn_ln_gate_bwd) against the
- * same checks as an inline deferred plan run just before the op without one: the same guarded
- * buffers, outputs and health block, bit for bit; health_check refuses it, an op refuses a plan
- * of other buffers. */
-static void test_hosted(void) {
-    dqn_backend *be;
-    CHECK_OK(dqn_backend_cpu_create(&be));
-    enum { R = 37, A = 3, M = 9, D = 13, NY = M * D };
-    static float x[2][R + R * A + NY], rr[NY], gam[D], mean[M], rstd[M], g[2 * NY];
-    static float out[2][2 + NY + 2 * NY + 2 * D];
-    for (int i = 0; i < R + R * A + NY; i++) {
-        float v = 4.0f * dqn_philox_uniform(11, 1, (uint64_t)i) - 2.0f;
-        x[0][i] = x[1][i] = i % 7 == 3 ? (i % 3 == 0 ? NAN : i % 3 == 1 ? -INFINITY : 5e8f) : v;
-    }
-    for (int i = 0; i < 2 * NY; i++) g[i] = 2.0f * dqn_philox_uniform(11, 2, (uint64_t)i) - 1.0f;
-    for (int i = 0; i < NY; i++) rr[i] = g[i] * 3.0f;
-    for (int i = 0; i < D; i++) gam[i] = 1.0f + 0.1f * (float)i;
-    for (int i = 0; i < M; i++) mean[i] = 0.1f * (float)i, rstd[i] = 1.0f + 0.05f * (float)i;
-    dqn_health_block *blk[2] = {calloc(1, sizeof *blk[0]), calloc(1, sizeof *blk[1])};
-    uint64_t step = 3;
-    void *plan[2][3];   /* [hosted, inline][heads, dy, commit] */
-    for (int v = 0; v < 2; v++) {
-        blk[v]->event.slot = -1;
-        blk[v]->isv[1] = 2e-3f;   /* the bounds: 1e3 (isv 0 unset: the floor) and 2e3 */
-        float *dv = x[v], *da = dv + R, *dy = da + R * A;
-        dqn_hcheck ck[3] = {{dv, R, 0, 0, 2, 5, DQN_HSTAT_RMS, 1},
-                            {da, R * A, 1, 1, 3, -1, DQN_HSTAT_NONE, 1},
-                            {dy, NY, 2, 0, 4, 6, DQN_HSTAT_MEANABS, 1}};
-        dqn_hplan_desc d = {.blk = blk[v], .step = &step, .guard_scale = 1e6f,
-                            .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = 1, .checks = ck,
-                            .n_checks = 2, .defer = 1, .hosted = v == 0};
-        CHECK_OK(be->ops->health_plan(be, &d, &plan[v][0]));
-        d.checks = ck + 2;
-        d.n_checks = 1;
-        CHECK_OK(be->ops->health_plan(be, &d, &plan[v][1]));
-        d.n_checks = 0;
-        d.defer = d.hosted = 0;
-        d.commit = 1;
-        d.n_slots = 3;
-        d.rollback_slot = -1;
-        d.deferred = plan[v];
-        d.n_deferred = 2;
-        CHECK_OK(be->ops->health_plan(be, &d, &plan[v][2]));
-    }
-    for (int rep = 0; rep < 2; rep++)
-        for (int v = 0; v < 2; v++) {
-            float *dv = x[v], *da = dv + R, *dy = da + R * A, *o = out[v];
-            if (v == 1) CHECK_OK(be->ops->health_check(be, plan[v][0]));
-            CHECK_OK(be->ops->l2_norm2(be, dv, R, da, R * A, o, v == 0 ? plan[v][0] : NULL));
-            if (v == 1) CHECK_OK(be->ops->health_check(be, plan[v][1]));
-            CHECK_OK(be->ops->grn_ln_gate_bwd(be, rr, gam, mean, rstd, g, dy, o + 2, o + 2 + NY,
-                                              o + 2 + 3 * NY, o + 2 + 3 * NY + D, M, D,
-                                              v == 0 ? plan[v][1] : NULL));
-            CHECK_OK(be->ops->health_check(be, plan[v][2]));
-        }
-    CHECK(memcmp(x[0], x[1], sizeof x[0]) == 0 && memcmp(out[0], out[1], sizeof out[0]) == 0 &&
-              memcmp(blk[0], blk[1], sizeof *blk[0]) == 0,
-          "hosted plans differ from the same checks run inline");
-    CHECK(blk[0]->tot[0].guarded && blk[0]->tot[1].guarded && blk[0]->tot[2].guarded &&
-              blk[0]->event.slot == 0 && blk[0]->updates == 2 && all_finite(x[0], sizeof x[0] / 4),
-          "hosted plans: guards at work in each check, the event at slot 0");
-    float *dv = x[0], *da = dv + R, *dy = da + R * A, *o = out[0];
-    CHECK(be->ops->health_check(be, plan[0][0]) == DQN_ERR_ARG,
-          "health_check ran a hosted plan");
-    CHECK(be->ops->l2_norm2(be, da, R * A, dv, R, o, plan[0][0]) == DQN_ERR_ARG &&
-              be->ops->l2_norm2(be, dv, R, da, R * A, o, plan[0][1]) == DQN_ERR_ARG &&
-              be->ops->grn_ln_gate_bwd(be, rr, gam, mean, rstd, g, dy, o + 2, o + 2 + NY,
-                                       o + 2 + 3 * NY, o + 2 + 3 * NY + D, M, D,
-                                       plan[0][0]) == DQN_ERR_ARG,
-          "an op took a hosted plan of other buffers");
-    for (int v = 0; v < 2; v++) {
-        for (int k = 0; k < 3; k++) be->ops->health_plan_free(be, plan[v][k]);
-        free(blk[v]);
-    }
     be->ops->destroy(be);
 }
 
@@ -587,7 +510,6 @@ int main(void) {
     }
     test_table();
     test_commit_optimizer();
-    test_hosted();
     test_healthy();
     test_bitwise();
     test_faults();
