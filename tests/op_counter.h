@@ -163,9 +163,8 @@ OC_WRAP(heads_fwd, (OC_GEMM(R, H, br->A + 1, 1), 1),
          const float *ba2, float *V, float *Adv, float *Z, int R, int H, const dqn_branches *br),
         (oc_inner, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, br))
 OC_WRAP(l2_norm2, 1,
-        (dqn_backend *be, float *x0, size_t n0, float *x1, size_t n1, float *norms,
-         const void *hplan),
-        (oc_inner, x0, n0, x1, n1, norms, hplan))
+        (dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1, float *norms),
+        (oc_inner, x0, n0, x1, n1, norms))
 OC_WRAP(heads_bwd, (OC_GEMM(R, H, A + 1, 2), 1),
         (dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2, const float *dV,
          const float *dAdv, const float *norms, float max_norm, float *dhva, float *dbva,
@@ -178,9 +177,9 @@ OC_WRAP(grn_gate_ln_fwd, 1,
         (oc_inner, h, g, gamma, beta, r, y, mean, rstd, M, d))
 OC_WRAP(grn_ln_gate_bwd, 1,
         (dqn_backend *be, const float *r, const float *gamma, const float *mean,
-         const float *rstd, const float *g, float *dy, float *dres, float *dg, float *dgamma,
-         float *dbeta, int M, int d, const void *hplan),
-        (oc_inner, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, hplan))
+         const float *rstd, const float *g, const float *dy, float *dres, float *dg,
+         float *dgamma, float *dbeta, int M, int d),
+        (oc_inner, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d))
 OC_WRAP(iqn_fwd, 1,
         (dqn_backend *be, const float *h, const float *phi, float *z, float *cat, int B, int T,
          int d),

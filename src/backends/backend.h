@@ -191,14 +191,7 @@ typedef struct dqn_ops {
      * below n_slots with an event this update; if blk->event is unset it records it, runs the
      * ON_FREEZE copies and sets frozen; in guard_mode an event at rollback_slot runs the
      * ON_ROLLBACK copies; it counts updates, skipped (blk->skip or rolled back) / rolled back /
-     * guarded updates and clears blk->skip. Deterministic: the same inputs give the same bits.
-     * A hosted plan (desc.hosted) is refused: an op with an `hplan` argument runs it, as part of
-     * that op (on CUDA inside its kernel, so the checks cost no node): with hplan, the op first
-     * has health_check(hplan)'s semantics on the plan's checks, which must be exactly the op's
-     * input buffer(s) named in its comment (the guard's clamps are written back to them, so they
-     * are written), then runs on the guarded values; without a clamp, its results are bitwise
-     * those of the op without hplan. The commit that lists the plan in `deferred` does its
-     * bookkeeping, as for any deferred plan. */
+     * guarded updates and clears blk->skip. Deterministic: the same inputs give the same bits. */
     dqn_status (*health_check)(dqn_backend *be, const void *plan);
     /* if (*step == at) x[n / 2] = NaN (kind 1), +Inf (2) or 1e30 (3): fault injection */
     dqn_status (*health_fault)(dqn_backend *be, float *x, size_t n, const uint64_t *step,
@@ -244,11 +237,9 @@ typedef struct dqn_ops {
     dqn_status (*heads_fwd)(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
                             const float *Wa2, const float *ba2, float *V, float *Adv, float *Z,
                             int R, int H, const dqn_branches *br);
-    /* norms[0] = l2_norm(x0, n0), norms[1] = l2_norm(x1, n1). hplan: NULL, or a hosted health
-     * plan (health_check) whose checks are exactly (x0, n0) and (x1, n1); it is run first, then the
-     * norms of the guarded values. */
-    dqn_status (*l2_norm2)(dqn_backend *be, float *x0, size_t n0, float *x1, size_t n1,
-                           float *norms, const void *hplan);
+    /* norms[0] = l2_norm(x0, n0), norms[1] = l2_norm(x1, n1) */
+    dqn_status (*l2_norm2)(dqn_backend *be, const float *x0, size_t n0, const float *x1,
+                           size_t n1, float *norms);
     /* The heads' backward from dV [R] and dAdv [R, A] (dueling_bwd's outputs) down to the stacked
      * hidden layer's pre-activation, with the head-gradient clip: dV and dAdv are read (not
      * written) and scaled by the factors clip_by_norm(dV, R, norms + 0, max_norm) and
@@ -269,13 +260,11 @@ typedef struct dqn_ops {
                                   float *mean, float *rstd, int M, int d);
     /* GRN tail, backward: layernorm_bwd(r, gamma, mean, rstd, dy) -> dr, dgamma, dbeta
      * (overwritten), then gate_bwd(g, dr) -> dres = dr (the residual's gradient w.r.t. h), dg
-     * [M, 2d]. dres and dg must not alias dy. Bit-identical to the two ops. hplan: NULL, or a
-     * hosted health plan (health_check) whose one check is exactly (dy, M * d); it is run first,
-     * then the op on the guarded dy. */
+     * [M, 2d]. dres and dg must not alias dy. Bit-identical to the two ops. */
     dqn_status (*grn_ln_gate_bwd)(dqn_backend *be, const float *r, const float *gamma,
-                                  const float *mean, const float *rstd, const float *g, float *dy,
-                                  float *dres, float *dg, float *dgamma, float *dbeta, int M,
-                                  int d, const void *hplan);
+                                  const float *mean, const float *rstd, const float *g,
+                                  const float *dy, float *dres, float *dg, float *dgamma,
+                                  float *dbeta, int M, int d);
     /* IQN mixing, forward: z = mul_bcast_fwd(h, phi); when cat is not NULL also
      * cat = concat_bcast_fwd(z, h). Bit-identical to the ops. */
     dqn_status (*iqn_fwd)(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,

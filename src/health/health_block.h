@@ -94,7 +94,6 @@ typedef struct {
 } dqn_hcopy;
 
 #define DQN_HADAM_MAX_FAULTS 8
-#define DQN_HOSTED_MAX_CHECKS 2   /* checks of a hosted plan (dqn_hplan_desc.hosted) */
 
 /* The optimizer step a plan can run first (adam_target_step's arithmetic and arguments, see
  * backends/backend.h), so that the parameters' check, the bookkeeping and the commit need no node
@@ -148,11 +147,6 @@ typedef struct {
     /* A commit plan may run the optimizer step first (NULL: none); its first check must then be
      * the parameters (adam->p, adam->n), which the step's pass scans as it writes them. */
     const dqn_hadam *adam;
-    /* A hosted plan: a deferred plan (defer) of 1 to DQN_HOSTED_MAX_CHECKS checks and nothing
-     * else, whose checks run inside the op that reads their buffers next (an op's `hplan`
-     * argument, see backends/backend.h), so that they cost no op of their own; health_check
-     * refuses it. */
-    int hosted;
 } dqn_hplan_desc;
 
 /* 1 if d's optimizer step (if any) is one a backend can run: a commit plan whose first check is

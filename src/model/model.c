@@ -172,10 +172,7 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     /* SPEC 4: the whole-batch L2 norms of d_value_logits and d_adv_logits; heads_bwd applies
      * the clip as it reads them (dV and dAdv stay unclipped) */
     const float clip = head_grad_clip > 0 ? head_grad_clip : 0.0f;
-    /* (in guard mode the norms' op hosts the clamp point of dV and dAdv: model_health.c) */
-    if (clip > 0)
-        DQN_TRY(OPS->l2_norm2(be, w->dV, (size_t)R, w->dAdv, (size_t)R * A, w->norms,
-                              dqn_model_health_hosted(hm, DQN_HOSTED_HEADS)));
+    if (clip > 0) DQN_TRY(OPS->l2_norm2(be, w->dV, (size_t)R, w->dAdv, (size_t)R * A, w->norms));
     DQN_TRY(OPS->heads_bwd(be, f->hva, P + L->v2.W, P + L->a2.W, w->dV, w->dAdv,
                            clip > 0 ? w->norms : NULL, clip, w->dhva, G + L->va.b, G + L->v2.W,
                            G + L->v2.b, G + L->a2.W, G + L->a2.b, R, H, A));
@@ -212,17 +209,13 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     DQN_TRY(OPS->linear_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W, G + L->phi.b,
                             R, a->n_cos, d));
     /* trunk, last block first: block l's output gradient in, its input gradient to dh_in[l] */
-    float *dout = w->dh;
+    const float *dout = w->dh;
     for (int l = a->grn_blocks - 1; l >= 0; l--) {
         const dqn_grn_offsets *g = &L->grn[l];
         /* LayerNorm and gate: the residual's gradient w.r.t. h into dh_in[l], the gate's into
-         * dg; fc1's input gradient is then added to it by its GEMM (the residual's sum). The last
-         * block's op hosts d_trunk's clamp point in guard mode (model_health.c). */
-        const void *hp = l == a->grn_blocks - 1 ? dqn_model_health_hosted(hm, DQN_HOSTED_DTRUNK)
-                                                : NULL;
+         * dg; fc1's input gradient is then added to it by its GEMM (the residual's sum) */
         DQN_TRY(OPS->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
-                                     dout, w->dh_in[l], w->dg, G + g->gamma, G + g->beta, B, d,
-                                     hp));
+                                     dout, w->dh_in[l], w->dg, G + g->gamma, G + g->beta, B, d));
         DQN_TRY(OPS->linear_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b,
                                 B, d, 2 * d));
         DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));

@@ -75,9 +75,6 @@ typedef struct {
     size_t off_params, off_target, off_m, off_v, off_isv, off_x, off_xn, off_R, off_disc, off_act,
         snap_bytes;
     void *plan_heads, *plan_dcat, *plan_dz, *plan_dtrunk, *plan_dtrunk_out, *plan_commit;
-    /* DQN_HOSTED_*: the inline plans that the op reading their buffers next runs (hosted plans,
-     * backends/backend.h), or NULL where the point's plan runs as an op of its own */
-    void *hosted[2];
 } dqn_model_health;
 
 typedef struct {
@@ -148,15 +145,8 @@ dqn_status dqn_model_health_reset(dqn_model *m);
  * optimizer's settings are baked into the plans at create), keeping the health block; drops a
  * captured update. */
 dqn_status dqn_model_health_replan(dqn_model *m);
-/* A slot's buffer was just written: inject its faults; run the inline check it triggers (unless
- * that check is hosted: then the op that reads the buffer next runs it). */
+/* A slot's buffer was just written: inject its faults; run the inline check it triggers. */
 dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n);
-/* Guard mode's hosted plans, for the `hplan` argument of the op that reads the clamp point's
- * buffer next: the heads' (d_value_logits, d_adv_logits: the head clip's l2_norm2, with the clip
- * on) and d_trunk's (the last GRN block's grn_ln_gate_bwd, with a GRN block). NULL when m is NULL,
- * in the other modes, or where the point's plan runs as an op of its own. */
-enum { DQN_HOSTED_HEADS = 0, DQN_HOSTED_DTRUNK = 1 };
-const void *dqn_model_health_hosted(const dqn_model *m, int which);
 /* The optimizer step with the checks of every slot that is not checked inline, the bookkeeping
  * and the update's resolution, in one op (the commit plan). */
 dqn_status dqn_model_health_commit(dqn_model *m);

@@ -37,7 +37,6 @@ typedef struct {
     dqn_hcheck checks[DQN_HEALTH_MAX_SLOTS];
     dqn_hcopy copies[16];
     int n_checks, n_copies;
-    int hosted;   /* an inline plan that the op reading its buffers next runs */
 } plan_build;
 
 static void add_check(plan_build *p, dqn_hcheck c) { p->checks[p->n_checks++] = c; }
@@ -64,7 +63,6 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer,
     d.n_slots = m->h.tab.n_slots;
     d.rollback_slot = commit ? m->h.tab.params : -1;
     d.defer = defer;
-    d.hosted = p->hosted;
     /* the commit runs after the fused optimizer op has incremented the counter */
     d.step_after = commit;
     d.adam = adam;
@@ -146,7 +144,6 @@ static void free_plans(dqn_model *m) {
         if (*plans[k]) m->be->ops->health_plan_free(m->be, *plans[k]);
         *plans[k] = NULL;
     }
-    h->hosted[DQN_HOSTED_HEADS] = h->hosted[DQN_HOSTED_DTRUNK] = NULL;
 }
 
 dqn_status dqn_model_health_replan(dqn_model *m) {
@@ -175,17 +172,14 @@ static dqn_status build_plans(dqn_model *m) {
     dqn_hcheck k;
 
     /* the heads' gradients: clamped before the head clip's norms and their GEMMs read them (the
-     * clip does not write them, so detect mode checks them with the rest); with the clip on, its
-     * norms' op (l2_norm2, which reads each element once) hosts the plan */
+     * clip does not write them, so detect mode checks them with the rest) */
     dqn_hcheck kv = check_of(m, t->d_value, m->bw.dV, R), ka = check_of(m, t->d_adv, m->bw.dAdv, R * A);
     feed(&kv, t->i_rms_dv, DQN_HSTAT_RMS);
     feed(&ka, t->i_rms_da, DQN_HSTAT_RMS);
     if (guard) {
         add_check(p, kv);
         add_check(p, ka);
-        p->hosted = c->head_grad_clip > 0;
         s = make_plan(m, p, 0, 1, NULL, &h->plan_heads);
-        if (p->hosted) h->hosted[DQN_HOSTED_HEADS] = h->plan_heads;
     }
 
     /* the other clamp points: inline plans in guard mode, else checked with the rest */
@@ -206,22 +200,18 @@ static dqn_status build_plans(dqn_model *m) {
         ko = check_of(m, t->grn_din[0], m->bw.dh_in[0], B * d);
         feed(&ko, t->i_rms_dtrunk_out, DQN_HSTAT_RMS);
     }
-    /* (d_trunk's plan is hosted by the last GRN block's grn_ln_gate_bwd, which reads each
-     * element of d_trunk once) */
     if (guard) {
-        const struct { int on; dqn_hcheck *k; void **plan; void **hosted; } inl[] = {
-            {bn, &kc, &h->plan_dcat, NULL},
-            {split, &kz, &h->plan_dz, NULL},
-            {1, &kt, &h->plan_dtrunk, Lb > 0 ? &h->hosted[DQN_HOSTED_DTRUNK] : NULL},
-            {Lb > 0, &ko, &h->plan_dtrunk_out, NULL},
+        const struct { int on; dqn_hcheck *k; void **plan; } inl[] = {
+            {bn, &kc, &h->plan_dcat},
+            {split, &kz, &h->plan_dz},
+            {1, &kt, &h->plan_dtrunk},
+            {Lb > 0, &ko, &h->plan_dtrunk_out},
         };
         for (size_t j = 0; j < sizeof inl / sizeof inl[0] && s == DQN_OK; j++) {
             if (!inl[j].on) continue;
             memset(p, 0, sizeof *p);
             add_check(p, *inl[j].k);
-            p->hosted = inl[j].hosted != NULL;
             s = make_plan(m, p, 0, 1, NULL, inl[j].plan);
-            if (inl[j].hosted) *inl[j].hosted = *inl[j].plan;
         }
     }
 
@@ -337,20 +327,12 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
             DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at, h->faults[f].kind));
     const dqn_health_table *t = &h->tab;
     if (h->mode != DQN_HEALTH_GUARD) return DQN_OK;
-    /* (a hosted plan is run by the op that reads the buffer next: dqn_model_health_hosted) */
-    if (slot == t->d_adv && !h->hosted[DQN_HOSTED_HEADS])
-        return OPS->health_check(be, h->plan_heads);
+    if (slot == t->d_adv) return OPS->health_check(be, h->plan_heads);
     if (slot == t->d_concat) return OPS->health_check(be, h->plan_dcat);
     if (slot == t->d_z && h->plan_dz) return OPS->health_check(be, h->plan_dz);
-    if (slot == t->d_trunk && !h->hosted[DQN_HOSTED_DTRUNK])
-        return OPS->health_check(be, h->plan_dtrunk);
+    if (slot == t->d_trunk) return OPS->health_check(be, h->plan_dtrunk);
     if (slot == t->grn_din[0]) return OPS->health_check(be, h->plan_dtrunk_out);
     return DQN_OK;
-}
-
-const void *dqn_model_health_hosted(const dqn_model *m, int which) {
-    if (!m || m->h.mode != DQN_HEALTH_GUARD || which < 0 || which > DQN_HOSTED_DTRUNK) return NULL;
-    return m->h.hosted[which];
 }
 
 dqn_status dqn_model_health_commit(dqn_model *m) {

@@ -16,10 +16,6 @@ int dqn_cpu_threads(void);
 dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
 void dqn_cpu_health_plan_free(dqn_backend *be, void *plan);
 dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan);
-/* An op's hplan (backends/backend.h): health_check's semantics on the hosted plan, whose checks
- * must be exactly the buffers (x[k], n[k]), k < count. */
-dqn_status dqn_cpu_health_hosted(dqn_backend *be, const void *plan, int count, float *const *x,
-                                 const size_t *n);
 dqn_status dqn_cpu_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,
                                 uint64_t at, int kind);
 dqn_status dqn_cpu_fence_create(dqn_backend *be, void **fence);

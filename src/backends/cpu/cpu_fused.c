@@ -4,7 +4,6 @@
  * sequence's own rounding order. */
 #include <stdlib.h>
 
-#include "backends/cpu/cpu.h"
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/gemm.h"
 
@@ -34,11 +33,8 @@ dqn_status cpu_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, co
     return be->ops->dueling_fwd(be, V, Adv, Z, R, br);
 }
 
-dqn_status cpu_l2_norm2(dqn_backend *be, float *x0, size_t n0, float *x1, size_t n1,
-                        float *norms, const void *hplan) {
-    float *const x[2] = {x0, x1};
-    const size_t n[2] = {n0, n1};
-    if (hplan) DQN_TRY(dqn_cpu_health_hosted(be, hplan, 2, x, n));
+dqn_status cpu_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
+                        float *norms) {
     DQN_TRY(be->ops->l2_norm(be, x0, n0, norms));
     return be->ops->l2_norm(be, x1, n1, norms + 1);
 }
@@ -101,12 +97,10 @@ dqn_status cpu_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g, 
 }
 
 dqn_status cpu_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
-                               const float *mean, const float *rstd, const float *g, float *dy,
-                               float *dres, float *dg, float *dgamma, float *dbeta, int M, int d,
-                               const void *hplan) {
+                               const float *mean, const float *rstd, const float *g,
+                               const float *dy, float *dres, float *dg, float *dgamma,
+                               float *dbeta, int M, int d) {
     REQUIRE(dres != dy && dg != dy, "grn_ln_gate_bwd: dres and dg must not alias dy");
-    const size_t n = (size_t)M * (size_t)(d > 0 ? d : 0);
-    if (hplan) DQN_TRY(dqn_cpu_health_hosted(be, hplan, 1, &dy, &n));
     DQN_TRY(be->ops->layernorm_bwd(be, r, gamma, mean, rstd, dy, dres, dgamma, dbeta, M, d));
     return be->ops->gate_bwd(be, g, dres, dres, dg, M, d);
 }

@@ -48,11 +48,6 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
                                     "first check is its parameters, the plan's counter, at most "
                                     "%d faults and adam_target_step's ranges",
                        DQN_HADAM_MAX_FAULTS);
-    if (desc->hosted && !(desc->defer && !desc->commit && !ad && desc->n_copies == 0 &&
-                          desc->n_deferred == 0 && desc->n_checks >= 1 &&
-                          desc->n_checks <= DQN_HOSTED_MAX_CHECKS))
-        return DQN_ERR(DQN_ERR_ARG, "health_plan: a hosted plan is a deferred plan of 1 to %d "
-                                    "checks and nothing else", DQN_HOSTED_MAX_CHECKS);
     cpu_plan *p = calloc(1, sizeof *p);
     if (!p) return DQN_ERR(DQN_ERR_NOMEM, "health plan");
     p->d = *desc;
@@ -275,7 +270,9 @@ static dqn_status run_adam(dqn_backend *be, const dqn_hplan_desc *d, const dqn_h
     return DQN_OK;
 }
 
-static dqn_status run_plan(dqn_backend *be, cpu_plan *p) {
+dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
+    cpu_plan *p = (cpu_plan *)plan;
+    if (!p) return DQN_ERR(DQN_ERR_ARG, "health_check: NULL plan");
     const dqn_hplan_desc *d = &p->d;
     if (d->adam) DQN_TRY(run_adam(be, d, d->adam));
     run_copies(d, DQN_HCOPY_ALWAYS);
@@ -293,27 +290,6 @@ static dqn_status run_plan(dqn_backend *be, cpu_plan *p) {
     for (int i = 0; i < d->n_checks; i++) apply_one(d, &d->checks[i], &p->scans[i].cur);
     if (d->commit) commit(d);
     return DQN_OK;
-}
-
-dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
-    cpu_plan *p = (cpu_plan *)plan;
-    if (!p) return DQN_ERR(DQN_ERR_ARG, "health_check: NULL plan");
-    if (p->d.hosted) return DQN_ERR(DQN_ERR_ARG, "health_check: a hosted plan runs in the op that "
-                                                 "hosts it");
-    return run_plan(be, p);
-}
-
-dqn_status dqn_cpu_health_hosted(dqn_backend *be, const void *plan, int count, float *const *x,
-                                 const size_t *n) {
-    cpu_plan *p = (cpu_plan *)plan;
-    if (!p || !p->d.hosted || p->d.n_checks != count)
-        return DQN_ERR(DQN_ERR_ARG, "hplan: not a hosted health plan of %d checks", count);
-    for (int k = 0; k < count; k++)
-        if (p->checks[k].x != x[k] || p->checks[k].n != n[k])
-            return DQN_ERR(DQN_ERR_ARG, "hplan: check %d (%p, %zu elements) is not the op's input "
-                                        "%d (%p, %zu)", k, (void *)p->checks[k].x, p->checks[k].n,
-                           k, (void *)x[k], n[k]);
-    return run_plan(be, p);
 }
 
 dqn_status dqn_cpu_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,

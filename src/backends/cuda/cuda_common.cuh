@@ -427,8 +427,8 @@ dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t
 dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
                           const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
                           int H, const dqn_branches *br);
-dqn_status cuda_l2_norm2(dqn_backend *be, float *x0, size_t n0, float *x1, size_t n1,
-                         float *norms, const void *hplan);
+dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
+                         float *norms);
 dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
                           const float *dV, const float *dAdv, const float *norms, float max_norm,
                           float *dhva, float *dbva, float *dWv2, float *dbv2, float *dWa2,
@@ -437,9 +437,9 @@ dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
                                 const float *gamma, const float *beta, float *r, float *y,
                                 float *mean, float *rstd, int M, int d);
 dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
-                                const float *mean, const float *rstd, const float *g, float *dy,
-                                float *dres, float *dg, float *dgamma, float *dbeta, int M, int d,
-                                const void *hplan);
+                                const float *mean, const float *rstd, const float *g,
+                                const float *dy, float *dres, float *dg, float *dgamma,
+                                float *dbeta, int M, int d);
 dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
                         int B, int T, int d);
 dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,

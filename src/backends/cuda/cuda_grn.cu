@@ -3,7 +3,7 @@
  * arithmetic of cuda_elementwise.cu's gate and cuda_norm.cu's LayerNorm; dgamma and dbeta are
  * column sums: per-warp sums in shared memory, per-block partials in scratch, and the last block
  * (an integer counter) adds them in block order, so replays are bit-identical. */
-#include "backends/cuda/cuda_health.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 #define GRN_WARPS 8
 #ifndef GRN_MAX_PARTS
@@ -73,16 +73,12 @@ __global__ void k_grn_gate_ln_fwd(const float *__restrict__ h, const float *__re
 /* Block p takes rows [p*chunk, (p+1)*chunk), its warps row by row in turn. With NJ > 0 (d <=
  * 32 NJ) a lane holds its row elements j = lane + 32 i in registers, all loaded before the
  * row's stores, and its dgamma/dbeta sums too; NJ 0 streams the row (any d). The arithmetic of
- * an element is the same either way. Shared: per warp [2][d] sums (dgamma then dbeta). With HC,
- * dy is a hosted plan's check (cuda_health.cuh): each element is scanned and guarded once, by the
- * lane that uses it, before it is used (NJ > 0: in registers, once the next row's loads are out;
- * NJ 0: a pass over the row first, whose clamps the lane reads back); each block reduces its
- * figures into a partial and the last block reduces those into the check's one partial. */
-template <int NJ, bool HC>
+ * an element is the same either way. Shared: per warp [2][d] sums (dgamma then dbeta). */
+template <int NJ>
 __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const float *mean,
                                   const float *rstd, const float *g, const float *dy, float *dres,
                                   float *dg, float *dgamma, float *dbeta, int M, int d, int chunk,
-                                  float *part, unsigned *done, hhost hh) {
+                                  float *part, unsigned *done) {
     KERNEL_PROLOGUE();
     extern __shared__ float sm[];
     __shared__ bool last;
@@ -90,12 +86,6 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
     const int p = blockIdx.x, P = gridDim.x;
     float *acc = sm + (size_t)w * 2 * d;
     const int r1 = min(M, (p + 1) * chunk);
-    [[maybe_unused]] hacc ha[1];
-    [[maybe_unused]] float hb;
-    if constexpr (HC) {
-        acc_init(&ha[0]);
-        hb = hosted_bound(hh, 0);
-    }
     if constexpr (NJ > 0) {
         float gam[NJ], ag[NJ], ab[NJ];
 #pragma unroll
@@ -136,13 +126,6 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
             }
             const float mu = nmu, rs = nrs;
             load_row(m + W);
-            if constexpr (HC) {
-#pragma unroll
-                for (int i = 0; i < NJ; i++) {
-                    const int j = lane + 32 * i;
-                    if (j < d) e[i] = scan_one(&ha[0], hh.c[0].x, r + j, e[i], hb, hh.c[0].guard);
-                }
-            }
             /* ln_bwd_row_sums on the registers */
             float sa = 0.0f, sb = 0.0f;
 #pragma unroll
@@ -183,9 +166,6 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
         __syncwarp();
         for (int m = p * chunk + w; m < r1; m += W) {
             const size_t r = (size_t)m * d;
-            if constexpr (HC)
-                for (int j = lane; j < d; j += 32)
-                    scan_one(&ha[0], hh.c[0].x, r + j, dy[r + j], hb, hh.c[0].guard);
             const float mu = mean[m], rs = rstd[m];
             float s1, s2;
             ln_bwd_row_sums(x + r, gamma, dy + r, mu, rs, d, lane, &s1, &s2);
@@ -211,7 +191,6 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
         for (int v = 0; v < W; v++) t += sm[(size_t)v * 2 * d + j];
         part[(size_t)p * 2 * d + j] = t;
     }
-    if constexpr (HC) hosted_block_end<1>(hh, ha);
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(done, 1u) == (unsigned)P - 1;
@@ -243,7 +222,6 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
             }
         }
     }
-    if constexpr (HC) hosted_finish<1>(hh, P);
     if (threadIdx.x == 0) *done = 0;
 }
 
@@ -262,24 +240,22 @@ dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
 }
 
 dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
-                                const float *mean, const float *rstd, const float *g, float *dy,
-                                float *dres, float *dg, float *dgamma, float *dbeta, int M, int d,
-                                const void *hplan) {
+                                const float *mean, const float *rstd, const float *g,
+                                const float *dy, float *dres, float *dg, float *dgamma,
+                                float *dbeta, int M, int d) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(M >= 0 && d > 0, "grn_ln_gate_bwd: bad shape M=%d d=%d", M, d);
     CUDA_ARG(dres != dy && dg != dy, "grn_ln_gate_bwd: dres and dg must not alias dy");
-    CUDA_ARG(M > 0 || !hplan, "grn_ln_gate_bwd: a hosted check of no rows");
     if (M == 0) {
         CUDA_CHECK(cudaMemsetAsync(dgamma, 0, (size_t)d * sizeof(float), c->stream));
         CUDA_CHECK(cudaMemsetAsync(dbeta, 0, (size_t)d * sizeof(float), c->stream));
         return DQN_OK;
     }
-    /* fewer warps when the per-warp sums of a wide row would not fit (with the hosted check's
-     * static shared memory beside them: its reductions' room, and slack for the rest) */
-    const size_t room = SMEM_FLOATS - (hplan ? (sizeof(hacc) * HW + 64) / sizeof(float) : 0);
+    /* fewer warps when the per-warp sums of a wide row would not fit */
     int W = GRN_WARPS;
-    while (W > 1 && (size_t)W * 2 * d > room) W--;
-    CUDA_ARG((size_t)W * 2 * d <= room, "grn_ln_gate_bwd: d=%d, at most %zu", d, room / 2);
+    while (W > 1 && (size_t)W * 2 * d > SMEM_FLOATS) W--;
+    CUDA_ARG((size_t)W * 2 * d <= SMEM_FLOATS, "grn_ln_gate_bwd: d=%d, at most %d", d,
+             SMEM_FLOATS / 2);
     /* a row per warp while the parts stay few (the last block's tail adds them all) */
     int P = (M + W - 1) / W;
     if (P > GRN_MAX_PARTS) P = GRN_MAX_PARTS;
@@ -287,18 +263,8 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
     int chunk = (M + P - 1) / P;
     P = (M + chunk - 1) / chunk;   /* no empty part */
     size_t smem = (size_t)W * 2 * d * sizeof(float);
-    hhost hh = {};
-    if (hplan) {
-        const size_t n = (size_t)M * d;
-        DQN_TRY(cuda_hosted(hplan, 1, &dy, &n, (unsigned)P, &hh));
-    }
-    auto kern = hplan ? (d <= 64    ? k_grn_ln_gate_bwd<2, true>
-                         : d <= 256 ? k_grn_ln_gate_bwd<8, true>
-                                    : k_grn_ln_gate_bwd<0, true>)
-                      : (d <= 64    ? k_grn_ln_gate_bwd<2, false>
-                         : d <= 256 ? k_grn_ln_gate_bwd<8, false>
-                                    : k_grn_ln_gate_bwd<0, false>);
+    auto kern = d <= 64 ? k_grn_ln_gate_bwd<2> : d <= 256 ? k_grn_ln_gate_bwd<8> : k_grn_ln_gate_bwd<0>;
     KLAUNCH(kern, (unsigned)P, W * 32, smem, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M,
-            d, chunk, c->scratch, c->blocks_done + 1, hh);
+            d, chunk, c->scratch, c->blocks_done + 1);
     return DQN_OK;
 }

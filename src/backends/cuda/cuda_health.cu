@@ -8,13 +8,14 @@
  * is reduced first by its own last block (a counter per such check), and a deferred plan's check
  * by a block of the commit plan, both into one staged partial. A commit plan with an optimizer
  * step gives the parameters' check the blocks of Adam's pass, which scan the parameters as they
- * write them. A hosted plan has no kernel: the op that hosts it writes each check's one partial
- * (cuda_health.cuh). No host round trip: it runs inside the captured update. */
-#include "backends/cuda/cuda_health.cuh"
+ * write them. No host round trip: it runs inside the captured update. */
+#include "backends/cuda/cuda_common.cuh"
 
 #include <limits.h>
 #include <math.h>
 
+#define HT 256                     /* threads per block */
+#define HW (HT / 32)               /* warps per block */
 #define H_ELEMS_PER_THREAD 16      /* the least work a block is given */
 #define H_ADAM_ELEMS_PER_THREAD 4  /* Adam's pass: a few elements a thread */
 #define H_MAX_BLOCKS_PER_ITEM 4    /* x the multiprocessors */
@@ -22,6 +23,15 @@
 /* Shared memory a block may use, static and the last block's stage: 5 blocks of HT threads (the
  * register file's limit at 48 registers) still fit a multiprocessor (228 KB, 1 KB a block). */
 #define H_SMEM_BLOCK (44 * 1024)
+
+/* One block's figures for one check. */
+typedef struct {
+    uint32_t nonfinite, nan, guarded;
+    float bound;                   /* the bound the block used (read before any ISV update) */
+    float maxabs, first_value;
+    uint64_t first_index;
+    double sumsq, sumabs;
+} hpart;
 
 /* One block's share of a plan. Items: the checks, the deferred plans' checks, the ALWAYS copies. */
 typedef struct {
@@ -80,8 +90,6 @@ typedef struct {
     dqn_hcheck *checks_host;       /* [n_checks], with where their partials are: a commit plan */
     int *soff_host, *nb_host;      /* that finishes this one reads them */
     void *dev;                     /* one allocation holding everything the kernel reads */
-    int hosted;                    /* a hosted plan: no kernel; `host` is what its op's kernel */
-    hhost host;                    /* gets (partials and the commit's in dev) */
 } cuda_hplan;
 
 /* the copies into shared memory are 16-byte moves of the block's rows */
@@ -95,13 +103,146 @@ static_assert(offsetof(dqn_health_block, tot) % 16 == 0 &&
                   sizeof(float) * DQN_HEALTH_MAX_ISV % 16 == 0,
               "health block rows in 16-byte units");
 
-/* ---- reductions in a fixed order (deterministic): cuda_health.cuh's, and the stage's ---- */
+/* ---- reductions in a fixed order (deterministic) ---- */
+
+typedef struct {
+    uint32_t nonfinite, nan, guarded;
+    float maxabs, first_value;
+    uint64_t first_index;
+    double sumsq, sumabs;
+} hacc;
+
+__device__ static void acc_init(hacc *a) {
+    a->nonfinite = a->nan = a->guarded = 0;
+    a->maxabs = 0.0f;
+    a->first_value = 0.0f;
+    a->first_index = DQN_HEALTH_NO_INDEX;
+    a->sumsq = a->sumabs = 0.0;
+}
+
+/* b folds into a; b's indices are later than a's only by position, so the smaller index wins */
+__device__ static void acc_merge(hacc *a, const hacc *b) {
+    a->nonfinite += b->nonfinite;
+    a->nan += b->nan;
+    a->guarded += b->guarded;
+    a->maxabs = fmaxf(a->maxabs, b->maxabs);
+    a->sumsq += b->sumsq;
+    a->sumabs += b->sumabs;
+    if (b->first_index < a->first_index) {
+        a->first_index = b->first_index;
+        a->first_value = b->first_value;
+    }
+}
+
+__device__ static void acc_shfl_down(hacc *a, int o) {
+    hacc b;
+    b.nonfinite = __shfl_down_sync(0xffffffffu, a->nonfinite, o);
+    b.nan = __shfl_down_sync(0xffffffffu, a->nan, o);
+    b.guarded = __shfl_down_sync(0xffffffffu, a->guarded, o);
+    b.maxabs = __shfl_down_sync(0xffffffffu, a->maxabs, o);
+    b.first_value = __shfl_down_sync(0xffffffffu, a->first_value, o);
+    b.first_index = __shfl_down_sync(0xffffffffu, a->first_index, o);
+    b.sumsq = __shfl_down_sync(0xffffffffu, a->sumsq, o);
+    b.sumabs = __shfl_down_sync(0xffffffffu, a->sumabs, o);
+    acc_merge(a, &b);
+}
+
+__device__ static void warp_reduce(hacc *a) {
+    for (int o = 16; o > 0; o >>= 1) acc_shfl_down(a, o);
+}
+
+/* the whole block's sum in thread 0 (warps in order, lanes in a fixed tree) */
+__device__ static void block_reduce(hacc *a, hacc *sh) {
+    warp_reduce(a);
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+    if (l == 0) sh[w] = *a;
+    __syncthreads();
+    if (w == 0) {
+        if (l < HW) *a = sh[l];
+        else acc_init(a);
+        warp_reduce(a);
+    }
+    __syncthreads();
+}
+
+__device__ static hpart to_part(const hacc *a, float bound) {
+    hpart p;
+    p.nonfinite = a->nonfinite;
+    p.nan = a->nan;
+    p.guarded = a->guarded;
+    p.bound = bound;
+    p.maxabs = a->maxabs;
+    p.first_value = a->first_value;
+    p.first_index = a->first_index;
+    p.sumsq = a->sumsq;
+    p.sumabs = a->sumabs;
+    return p;
+}
+
+/* another block's partial (volatile: written during this launch) */
+__device__ static hacc part_acc_v(const hpart *p) {
+    const volatile hpart *q = (const volatile hpart *)p;
+    hacc b;
+    b.nonfinite = q->nonfinite;
+    b.nan = q->nan;
+    b.guarded = q->guarded;
+    b.maxabs = q->maxabs;
+    b.first_value = q->first_value;
+    b.first_index = q->first_index;
+    b.sumsq = q->sumsq;
+    b.sumabs = q->sumabs;
+    return b;
+}
 
 /* a staged partial (shared memory) */
-__device__ static hacc part_acc(const hpart *q) { return part_acc_of(q); }
+__device__ static hacc part_acc(const hpart *q) {
+    hacc b;
+    b.nonfinite = q->nonfinite;
+    b.nan = q->nan;
+    b.guarded = q->guarded;
+    b.maxabs = q->maxabs;
+    b.first_value = q->first_value;
+    b.first_index = q->first_index;
+    b.sumsq = q->sumsq;
+    b.sumabs = q->sumabs;
+    return b;
+}
 
 /* a reduction's result in place of a staged partial; its bound (partial 0's) stays */
-__device__ static void put_acc(hpart *q, const hacc *a) { *q = to_part(a, q->bound); }
+__device__ static void put_acc(hpart *q, const hacc *a) {
+    q->nonfinite = a->nonfinite;
+    q->nan = a->nan;
+    q->guarded = a->guarded;
+    q->maxabs = a->maxabs;
+    q->first_value = a->first_value;
+    q->first_index = a->first_index;
+    q->sumsq = a->sumsq;
+    q->sumabs = a->sumabs;
+}
+
+__device__ static void scan_one(hacc *a, float *x, size_t i, float v, float bound, bool guard) {
+    if (!isfinite(v)) {
+        a->nonfinite++;
+        if (isnan(v)) a->nan++;
+        if (i < a->first_index) {
+            a->first_index = i;
+            a->first_value = v;
+        }
+        if (guard) {
+            x[i] = 0.0f;
+            a->guarded++;
+        }
+        return;
+    }
+    float av = fabsf(v);
+    a->maxabs = fmaxf(a->maxabs, av);
+    a->sumsq += (double)v * (double)v;
+    a->sumabs += (double)av;
+    if (guard && av > bound) {
+        x[i] = copysignf(bound, v);
+        a->guarded++;
+    }
+}
 
 /* the block's share of x: 16-byte loads where x is aligned, a grid-stride over float4s */
 __device__ static void scan(hacc *a, float *x, size_t n, int part, int nparts, float bound,
@@ -196,7 +337,12 @@ __device__ static bool isv_feed(float *v, float sample, float decay) {
 __device__ static void reduce_parts(const hpart *src, int nb, hpart *dst, int at, hacc *sh,
                                     hpart *mine, int *mine_at) {
     hacc a;
-    parts_reduce(src, nb, &a, sh);
+    acc_init(&a);
+    for (int j = threadIdx.x; j < nb; j += HT) {
+        const hacc b = part_acc_v(&src[j]);
+        acc_merge(&a, &b);
+    }
+    block_reduce(&a, sh);
     if (threadIdx.x != 0) return;
     const hpart p = to_part(&a, ((const volatile hpart *)src)->bound);
     *dst = p;
@@ -483,76 +629,6 @@ static int tasks_for(int nb) { return nb > 1 ? (nb + 31) / 32 < HW ? (nb + 31) /
 
 static size_t align16(size_t x) { return (x + 15) & ~(size_t)15; }
 
-/* A hosted plan: no kernel of its own. The op that hosts it (cuda_hosted) writes its blocks'
- * partials to parts and, from its last block, each check's one partial to out, which a commit
- * reads as it reads a deferred plan's (a check of one partial). */
-static dqn_status hosted_plan(cuda_impl *c, const dqn_hplan_desc *desc, void **plan) {
-    CUDA_ARG(desc->defer && !desc->commit && !desc->adam && desc->n_copies == 0 &&
-                 desc->n_deferred == 0 && desc->n_checks >= 1 &&
-                 desc->n_checks <= DQN_HOSTED_MAX_CHECKS,
-             "health_plan: a hosted plan is a deferred plan of 1 to %d checks and nothing else",
-             DQN_HOSTED_MAX_CHECKS);
-    const int nc = desc->n_checks, maxp = c->sm_count * H_HOSTED_BLOCKS_PER_SM;
-    const size_t bytes = sizeof(hpart) * (size_t)nc * (1 + (size_t)maxp);
-    cuda_hplan *p = (cuda_hplan *)calloc(1, sizeof *p);
-    if (!p) return DQN_ERR(DQN_ERR_NOMEM, "health plan");
-    p->checks_host = (dqn_hcheck *)malloc(sizeof(dqn_hcheck) * (size_t)nc);
-    p->soff_host = (int *)malloc(sizeof(int) * 2 * (size_t)nc);
-    dqn_status s = DQN_OK;
-    if (!p->checks_host || !p->soff_host) s = DQN_ERR(DQN_ERR_NOMEM, "health plan");
-    cudaError_t e = cudaSuccess;
-    if (s == DQN_OK) e = cudaMalloc(&p->dev, bytes);
-    if (s == DQN_OK && e == cudaSuccess) e = cudaMemsetAsync(p->dev, 0, bytes, c->stream);
-    if (s == DQN_OK && e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
-    if (s == DQN_OK && e != cudaSuccess)
-        s = DQN_ERR(DQN_ERR_BACKEND, "health plan (%zu bytes): %s%s", bytes,
-                    cudaGetErrorString(e), cuda_hint(e));
-    if (s != DQN_OK) {
-        cuda_health_plan_free(NULL, p);
-        return s;
-    }
-    p->nb_host = p->soff_host + nc;
-    memcpy(p->checks_host, desc->checks, sizeof(dqn_hcheck) * (size_t)nc);
-    hhost *h = &p->host;
-    h->isv = desc->blk->isv;
-    h->guard_scale = desc->guard_scale;
-    h->guard_floor = desc->guard_floor;
-    h->n_checks = nc;
-    h->max_parts = maxp;
-    h->out = (hpart *)p->dev;
-    h->parts = h->out + nc;
-    for (int j = 0; j < nc; j++) {
-        const dqn_hcheck *ck = &desc->checks[j];
-        hhcheck q = {ck->x, ck->n, ck->isv_bound, ck->guard && desc->guard_mode};
-        h->c[j] = q;
-        p->soff_host[j] = j;
-        p->nb_host[j] = 1;
-    }
-    p->hosted = 1;
-    p->k.blk = desc->blk;
-    p->k.step = desc->step;
-    p->k.defer = 1;
-    p->k.n_checks = nc;
-    p->k.parts = h->out;
-    *plan = p;
-    return DQN_OK;
-}
-
-dqn_status cuda_hosted(const void *plan, int count, float *const *x, const size_t *n,
-                       unsigned blocks, hhost *out) {
-    const cuda_hplan *p = (const cuda_hplan *)plan;
-    CUDA_ARG(p && p->hosted && p->host.n_checks == count,
-             "hplan: not a hosted health plan of %d checks", count);
-    for (int k = 0; k < count; k++)
-        CUDA_ARG(p->host.c[k].x == x[k] && p->host.c[k].n == n[k],
-                 "hplan: check %d (%p, %zu elements) is not the op's input %d (%p, %zu)", k,
-                 (void *)p->host.c[k].x, p->host.c[k].n, k, (void *)x[k], n[k]);
-    CUDA_ARG(blocks <= (unsigned)p->host.max_parts, "hplan: %u blocks, room for %d", blocks,
-             p->host.max_parts);
-    *out = p->host;
-    return DQN_OK;
-}
-
 dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan) {
     cuda_impl *c = cuda_of(be);
     *plan = NULL;
@@ -586,7 +662,6 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
              "health_plan: an optimizer step needs a commit plan whose first check is its "
              "parameters, the plan's counter, at most %d faults and adam_target_step's ranges",
              DQN_HADAM_MAX_FAULTS);
-    if (desc->hosted) return hosted_plan(c, desc, plan);
     /* the last block's stage: what shared memory the kernel leaves */
     size_t budget = 0;
     if (!desc->defer) {
@@ -834,7 +909,6 @@ dqn_status cuda_health_check(dqn_backend *be, const void *plan) {
     cuda_impl *c = cuda_of(be);
     const cuda_hplan *p = (const cuda_hplan *)plan;
     CUDA_ARG(p, "health_check: NULL plan");
-    CUDA_ARG(!p->hosted, "health_check: a hosted plan runs in the op that hosts it");
     KLAUNCH(k_health, p->blocks, HT, p->smem, p->k);
     return DQN_OK;
 }

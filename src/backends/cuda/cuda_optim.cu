@@ -1,7 +1,7 @@
 /* The optimizer's ops: the global L2 norm (one launch, fixed tree), clip by norm, Adam with the
  * clip folded in, the target-network update and the step counter. Every scalar that changes
  * between graph replays (the norm, the step, the skip flag) is read on the device. */
-#include "backends/cuda/cuda_health.cuh"
+#include "backends/cuda/cuda_common.cuh"
 
 __device__ __forceinline__ double block_sum_d(double v, double *red) {
     red[threadIdx.x] = v;
@@ -18,42 +18,15 @@ __device__ __forceinline__ double block_sum_d(double v, double *red) {
 /* One launch for the norms of up to two arrays: each block writes its partial sums; the last
  * block to finish (an integer counter, no float atomics) adds the partials in block order and
  * resets the counter for the next op. out[1] is written only when x1 is given. The squares add up
- * in double, as on the CPU: a float sum overflows once |x| passes ~1e19 (one fma each, written
- * out, so that both variants round alike). With HC, x0 and x1 are a hosted plan's checks
- * (cuda_health.cuh): each element is scanned and guarded as it is read and the norm takes its
- * guarded value; each block reduces its figures into a partial and the last block reduces those
- * into each check's one partial. */
-template <bool HC>
+ * in double, as on the CPU: a float sum overflows once |x| passes ~1e19. */
 __global__ void k_l2_norms(const float *x0, size_t n0, const float *x1, size_t n1, double *part,
-                           unsigned *done, float *out, hhost hh) {
+                           unsigned *done, float *out) {
     KERNEL_PROLOGUE();
     __shared__ double red[CUDA_THREADS];
     __shared__ bool last;
     double acc0 = 0.0, acc1 = 0.0;
-    if constexpr (HC) {
-        hacc a[2];
-        const float b0 = hosted_bound(hh, 0), b1 = hosted_bound(hh, 1);
-        acc_init(&a[0]);
-        acc_init(&a[1]);
-        GRID_STRIDE(i, n0) {
-            const double v = scan_one(&a[0], hh.c[0].x, i, x0[i], b0, hh.c[0].guard);
-            acc0 = fma(v, v, acc0);
-        }
-        GRID_STRIDE(i, n1) {
-            const double v = scan_one(&a[1], hh.c[1].x, i, x1[i], b1, hh.c[1].guard);
-            acc1 = fma(v, v, acc1);
-        }
-        hosted_block_end<2>(hh, a);
-    } else {
-        GRID_STRIDE(i, n0) {
-            const double v = x0[i];
-            acc0 = fma(v, v, acc0);
-        }
-        if (x1) GRID_STRIDE(i, n1) {
-            const double v = x1[i];
-            acc1 = fma(v, v, acc1);
-        }
-    }
+    GRID_STRIDE(i, n0) acc0 += (double)x0[i] * (double)x0[i];
+    if (x1) GRID_STRIDE(i, n1) acc1 += (double)x1[i] * (double)x1[i];
     double t0 = block_sum_d(acc0, red), t1 = 0.0;
     if (x1) t1 = block_sum_d(acc1, red);
     if (threadIdx.x == 0) {
@@ -72,7 +45,6 @@ __global__ void k_l2_norms(const float *x0, size_t n0, const float *x1, size_t n
         double t = block_sum_d(acc, red);
         if (threadIdx.x == 0) out[k] = (float)sqrt(t);
     }
-    if constexpr (HC) hosted_finish<2>(hh, (int)gridDim.x);
     if (threadIdx.x == 0) *done = 0;
 }
 
@@ -123,25 +95,16 @@ dqn_status cuda_l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(out && (x || n == 0), "l2_norm: NULL pointer");
     unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* <= 16 per SM, far below the scratch */
-    const hhost none = {};
-    KLAUNCH(k_l2_norms<false>, P, CUDA_THREADS, 0, x, n, nullptr, 0, (double *)c->scratch,
-            c->blocks_done, out, none);
+    KLAUNCH(k_l2_norms, P, CUDA_THREADS, 0, x, n, nullptr, 0, (double *)c->scratch, c->blocks_done, out);
     return DQN_OK;
 }
 
-dqn_status cuda_l2_norm2(dqn_backend *be, float *x0, size_t n0, float *x1, size_t n1,
-                         float *norms, const void *hplan) {
+dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
+                         float *norms) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(norms && (x0 || n0 == 0) && x1, "l2_norm2: NULL pointer");
     unsigned P = cuda_blocks(c, n0 > n1 ? n0 : n1, CUDA_THREADS);
-    hhost hh = {};
-    if (hplan) {
-        float *const x[2] = {x0, x1};
-        const size_t n[2] = {n0, n1};
-        DQN_TRY(cuda_hosted(hplan, 2, x, n, P, &hh));
-    }
-    KLAUNCH(hplan ? k_l2_norms<true> : k_l2_norms<false>, P, CUDA_THREADS, 0, x0, n0, x1, n1,
-            (double *)c->scratch, c->blocks_done, norms, hh);
+    KLAUNCH(k_l2_norms, P, CUDA_THREADS, 0, x0, n0, x1, n1, (double *)c->scratch, c->blocks_done, norms);
     return DQN_OK;
 }
 
