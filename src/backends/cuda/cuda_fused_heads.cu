@@ -18,7 +18,6 @@
 #ifndef HB_MIN_BLOCKS
 #define HB_MIN_BLOCKS 4     /* heads_bwd: blocks a multiprocessor holds (caps its registers) */
 #endif
-#define HB_GQ 1             /* heads_bwd: a thread's staged gradients loaded ahead of their stage */
 #define HB_SUM_GROUPS 16    /* heads_bwd_sum: threads that share one element's parts */
 #define SMEM_FLOATS 12288   /* the 48 KiB of shared memory a launch gets without opting in */
 #define HC_ROWS 256         /* heads_combine: rows per block (fewer when A is wide) */
@@ -215,9 +214,9 @@ __global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
     }
     for (int o = tj; o < A1; o += T) sDb[o] = 0.0f;
     const int r0 = p * k.chunk, r1 = min(k.R, r0 + k.chunk);
-    /* the next stage's rows of hva and its gradients (HB_GQ a thread; more, on wide A, are loaded
+    /* the next stage's rows of hva and its gradients (one a thread; more, on wide A, are loaded
      * when the stage is staged) are loaded while this stage computes */
-    float hn[HB_RB], an[HB_RB], gq[HB_GQ];
+    float hn[HB_RB], an[HB_RB], gq;
     auto load_stage = [&](int rb) {
         const int nr = min(HB_RB, r1 - rb);
 #pragma unroll
@@ -226,11 +225,7 @@ __global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
             hn[q] = col && q < nr ? hva[r] : 0.0f;
             an[q] = col && q < nr ? hva[r + H] : 0.0f;
         }
-#pragma unroll
-        for (int i = 0; i < HB_GQ; i++) {
-            const int e = tj + i * T;
-            gq[i] = e < nr * A1 ? stage_grad(k, rb, e, cV, cA) : 0.0f;
-        }
+        gq = tj < nr * A1 ? stage_grad(k, rb, tj, cV, cA) : 0.0f;
     };
     if (r0 < r1) load_stage(r0);
     for (int rb = r0; rb < r1; rb += HB_RB) {
@@ -242,10 +237,8 @@ __global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
             ha[q] = an[q];
         }
         __syncthreads();   /* the previous stage's reads of sG are done */
-#pragma unroll
-        for (int i = 0; i < HB_GQ; i++)
-            if (tj + i * T < nr * A1) sG[tj + i * T] = gq[i];
-        for (int e = tj + HB_GQ * T; e < nr * A1; e += T) sG[e] = stage_grad(k, rb, e, cV, cA);
+        if (tj < nr * A1) sG[tj] = gq;
+        for (int e = tj + T; e < nr * A1; e += T) sG[e] = stage_grad(k, rb, e, cV, cA);
         __syncthreads();
         if (rb + HB_RB < r1) load_stage(rb + HB_RB);
         if (first)

@@ -6,9 +6,7 @@
 #include "backends/cuda/cuda_common.cuh"
 
 #define GRN_WARPS 8
-#ifndef GRN_MAX_PARTS
 #define GRN_MAX_PARTS 64     /* grn_ln_gate_bwd: blocks, each a part of the rows */
-#endif
 #define GRN_TAIL_BATCH 32    /* grn_ln_gate_bwd: partials the last block loads at once */
 #define SMEM_FLOATS 12288
 
@@ -94,38 +92,20 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
             gam[i] = j < d ? gamma[j] : 0.0f;
             ag[i] = ab[i] = 0.0f;
         }
-        /* the warp's next row is loaded while this one is computed (its loads do not wait on
-         * this row's stores: dres and dg do not alias the inputs) */
-        float nx[NJ], ne[NJ], nga[NJ], ngb[NJ], nmu = 0.0f, nrs = 0.0f;
-        auto load_row = [&](int m) {
-            if (m >= r1) return;
+        for (int m = p * chunk + w; m < r1; m += W) {
             const size_t r = (size_t)m * d;
             const float *gm = g + 2 * r;
+            float xv[NJ], e[NJ], ga[NJ], gb[NJ];
 #pragma unroll
             for (int i = 0; i < NJ; i++) {
                 const int j = lane + 32 * i;
                 const bool in = j < d;
-                nx[i] = in ? x[r + j] : 0.0f;
-                ne[i] = in ? dy[r + j] : 0.0f;
-                nga[i] = in ? gm[j] : 0.0f;
-                ngb[i] = in ? gm[d + j] : 0.0f;
+                xv[i] = in ? x[r + j] : 0.0f;
+                e[i] = in ? dy[r + j] : 0.0f;
+                ga[i] = in ? gm[j] : 0.0f;
+                gb[i] = in ? gm[d + j] : 0.0f;
             }
-            nmu = mean[m];
-            nrs = rstd[m];
-        };
-        load_row(p * chunk + w);
-        for (int m = p * chunk + w; m < r1; m += W) {
-            const size_t r = (size_t)m * d;
-            float xv[NJ], e[NJ], ga[NJ], gb[NJ];
-#pragma unroll
-            for (int i = 0; i < NJ; i++) {
-                xv[i] = nx[i];
-                e[i] = ne[i];
-                ga[i] = nga[i];
-                gb[i] = ngb[i];
-            }
-            const float mu = nmu, rs = nrs;
-            load_row(m + W);
+            const float mu = mean[m], rs = rstd[m];
             /* ln_bwd_row_sums on the registers */
             float sa = 0.0f, sb = 0.0f;
 #pragma unroll
