@@ -72,7 +72,8 @@ if has bench && [ -x $BUILD/bench/bench_update ]; then
   done
   row bench_update ok "$(grep -c '^update' "$LOG/bench.txt") configs, $(grep -c '^update' "$LOG/bench-health.txt") health"
 fi
-# A/B of a runtime switch, interleaved twice in the same run: AB_VARS (each a VAR=value) over
+# A/B of a runtime switch, interleaved twice in the same run: AB_VARS (each a VAR=value, or
+# several joined by '+') over
 # AB_RUNS (device,model,health), at the batch sizes BS; rows tagged with the setting
 if has ab && [ -x $BUILD/bench/bench_update ]; then
   AB_VARS=${AB_VARS:-DQN_CUDA_PDL=0 DQN_CUDA_PDL=1}
@@ -81,7 +82,7 @@ if has ab && [ -x $BUILD/bench/bench_update ]; then
     for r in $AB_RUNS; do
       IFS=, read -r dev model h <<<"$r"
       for v in $AB_VARS; do
-        env "$v" $BUILD/bench/bench_update "$dev" "$model" "$h" $BS 2>&1 | sed "s/^update/update [$v]/"
+        env ${v//+/ } $BUILD/bench/bench_update "$dev" "$model" "$h" $BS 2>&1 | sed "s/^update/update [$v]/"
       done
     done
   done > "$LOG/bench-ab.txt"

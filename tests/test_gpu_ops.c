@@ -1357,6 +1357,8 @@ int main(void) {
     test_fused_grn(37, 13, 0);
     test_fused_grn(300, 200, 0);   /* rows in registers (d <= 256), a tail of several batches */
     test_fused_grn(41, 300, 0);    /* d > 256: streamed rows */
+    test_fused_grn(70, 768, 0);    /* 7 warps: the per-warp sums and the static bytes in 48 KiB */
+    test_fused_grn(4100, 64, 0);   /* the most parts, the last one short */
     if (full) test_fused_grn(8192, 256, 1);
     test_fused_iqn(5, 3, 7, 0);
     test_fused_iqn(6, 11, 12, 0);   /* float4 columns, a partial group of taus */

@@ -234,6 +234,9 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     const char *om = getenv("DQN_CUDA_GEMM_ONE_MACS"), *ow = getenv("DQN_CUDA_GEMM_ONE_WIDTH");
     c->gemm_one_macs = om && *om ? atof(om) : GEMM_ONE_KERNEL_MACS;
     c->gemm_one_width = ow && *ow ? atoi(ow) : GEMM_ONE_KERNEL_WIDTH;
+    const char *gw = getenv("DQN_CUDA_GRN_WARPS"), *gq = getenv("DQN_CUDA_GRN_PARTS");
+    c->grn_warps = gw && *gw ? atoi(gw) : 0;   /* 0: cuda_grn.cu's defaults */
+    c->grn_parts = gq && *gq ? atoi(gq) : 0;
     const char *gp = getenv("DQN_CUDA_GEMM_PICK");   /* to compare cublasLt's candidates */
     c->gemm_pick = gp && *gp ? atoi(gp) : 0;
     if (c->gemm_pick < 0 || c->gemm_pick >= GEMM_HEURISTICS) c->gemm_pick = 0;

@@ -76,6 +76,8 @@ typedef struct {
                                     * cannot hold) */
     double gemm_one_macs;          /* GEMMs without split-K: up to this many multiply-adds and */
     int gemm_one_width;            /* K, N up to this (DQN_CUDA_GEMM_ONE_MACS / _WIDTH) */
+    int grn_warps, grn_parts;      /* grn_ln_gate_bwd's block size and most blocks
+                                    * (DQN_CUDA_GRN_WARPS / _PARTS, to compare) */
     int gemm_pick;                 /* cublasLt's candidate of this rank where cuBLAS's first choice
                                     * would run (DQN_CUDA_GEMM_PICK; 0: the first) */
     double own_gemm_macs;          /* own GEMM kernels up to this many multiply-adds (OWN_GEMM_MACS) */

@@ -175,7 +175,15 @@ typedef struct {
                     * partials, then (dbva) dhva's column sums */
 } hb_args;
 
-/* Element e of a stage's staged gradients [rows][A+1] from row rb on: gV, then gA, clipped. */
+/* A staged row's stride in shared memory: with AMAX > 0, gA in [0, AMAX) (zero past A, so the
+ * row is read as float4s and the loops need no bound) and gV at AMAX; else gV, then gA. */
+__host__ __device__ constexpr int hb_stride(int amax, int A1) { return amax > 0 ? amax + 4 : A1; }
+template <int AMAX>
+__device__ __forceinline__ int hb_at(int A1, int o) {
+    return AMAX > 0 ? (o == 0 ? AMAX : o - 1) : o;
+}
+
+/* Element e of a stage's gradients [rows][A+1] from row rb on: gV, then gA, clipped. */
 __device__ __forceinline__ float stage_grad(const hb_args &k, int rb, int e, float cV, float cA) {
     const int A1 = k.A + 1, o = e % A1;
     const size_t r = (size_t)rb + e / A1;
@@ -191,13 +199,15 @@ __device__ __forceinline__ float stage_grad(const hb_args &k, int rb, int e, flo
 template <int AMAX>
 __global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
     KERNEL_PROLOGUE();
-    extern __shared__ float sm[];
+    extern __shared__ __align__(16) float sm[];   /* staged rows are read as float4s */
     const float *__restrict__ hva = k.hva;
     float *__restrict__ dhva = k.dhva;
     const int A = k.A, A1 = A + 1, H = k.H, T = blockDim.x, tj = threadIdx.x;
     const int j = blockIdx.x * T + tj, p = blockIdx.y;
     const bool col = j < H, first = blockIdx.x == 0;
-    float *sG = sm, *sDb = sG + HB_RB * A1, *sW = sDb + A1, *sAcc = sW + A * T;
+    constexpr int S0 = hb_stride(AMAX, 0);
+    const int S = AMAX > 0 ? S0 : A1;   /* a staged row's stride */
+    float *sG = sm, *sDb = sG + HB_RB * S, *sW = sDb + A1, *sAcc = sW + A * T;
     float racc[AMAX + 1], rw[AMAX > 0 ? AMAX : 1];
     const float cV = clip_scale(k.norms, k.max_norm);
     const float cA = clip_scale(k.norms ? k.norms + 1 : NULL, k.max_norm);
@@ -213,6 +223,8 @@ __global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
         for (int o = 0; o < A1; o++) sAcc[o * T + tj] = 0.0f;
     }
     for (int o = tj; o < A1; o += T) sDb[o] = 0.0f;
+    if constexpr (AMAX > 0)   /* the padding past A stays zero */
+        for (int e = tj; e < HB_RB * S; e += T) sG[e] = 0.0f;
     const int r0 = p * k.chunk, r1 = min(k.R, r0 + k.chunk);
     /* the next stage's rows of hva and its gradients (one a thread; more, on wide A, are loaded
      * when the stage is staged) are loaded while this stage computes */
@@ -237,20 +249,21 @@ __global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
             ha[q] = an[q];
         }
         __syncthreads();   /* the previous stage's reads of sG are done */
-        if (tj < nr * A1) sG[tj] = gq;
-        for (int e = tj + T; e < nr * A1; e += T) sG[e] = stage_grad(k, rb, e, cV, cA);
+        if (tj < nr * A1) sG[tj / A1 * S + hb_at<AMAX>(A1, tj % A1)] = gq;
+        for (int e = tj + T; e < nr * A1; e += T)
+            sG[e / A1 * S + hb_at<AMAX>(A1, e % A1)] = stage_grad(k, rb, e, cV, cA);
         __syncthreads();
         if (rb + HB_RB < r1) load_stage(rb + HB_RB);
         if (first)
             for (int o = tj; o < A1; o += T)
-                for (int q = 0; q < nr; q++) sDb[o] += sG[q * A1 + o];
+                for (int q = 0; q < nr; q++) sDb[o] += sG[q * S + hb_at<AMAX>(A1, o)];
         if (!col) continue;
 #pragma unroll
         for (int q = 0; q < HB_RB; q++) {
             if (q >= nr) break;
             const size_t r = (size_t)(rb + q) * 2 * H + j;
-            const float *g = sG + q * A1;
-            const float gv = g[0];
+            const float *g = sG + q * S;
+            const float gv = g[hb_at<AMAX>(A1, 0)];
             float t = 0.0f;
             /* (dV w) * mask as the CPU's linear_bwd + relu_bwd: two roundings, no FMA */
             const float dv = __fmul_rn(__fmul_rn(gv, wv), (float)(hv[q] > 0.0f));
@@ -258,12 +271,18 @@ __global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
             csv += dv;
             if constexpr (AMAX > 0) {
                 racc[0] += gv * hv[q];
+                float ga[AMAX];
 #pragma unroll
-                for (int a = 0; a < AMAX; a++)
-                    if (a < A) {
-                        t += g[1 + a] * rw[a];
-                        racc[1 + a] += g[1 + a] * ha[q];
-                    }
+                for (int a = 0; a < AMAX; a += 4) {
+                    const float4 v = *(const float4 *)(g + a);
+                    ga[a] = v.x, ga[a + 1] = v.y, ga[a + 2] = v.z, ga[a + 3] = v.w;
+                }
+                /* past A the products are zeros: t keeps its value, racc's padding is unused */
+#pragma unroll
+                for (int a = 0; a < AMAX; a++) {
+                    t += ga[a] * rw[a];
+                    racc[1 + a] += ga[a] * ha[q];
+                }
             } else {
                 sAcc[tj] += gv * hv[q];
                 for (int a = 0; a < A; a++) {
@@ -379,7 +398,7 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
     /* columns per block: up to 128, fewer when the shared-memory accumulators (A > 16) need it */
     int T = H >= 128 ? 128 : (H + 31) / 32 * 32;
     const int amax = A <= 4 ? 4 : A <= 16 ? 16 : 0;
-    size_t fixed = (size_t)HB_RB * A1 + A1;
+    size_t fixed = (size_t)HB_RB * hb_stride(amax, A1) + A1;
     while (amax == 0 && T > 32 && fixed + (size_t)(A + A1) * T > SMEM_FLOATS) T -= 32;
     size_t smem_f = fixed + (amax == 0 ? (size_t)(A + A1) * T : 0);
     CUDA_ARG(smem_f <= SMEM_FLOATS, "heads_bwd: A=%d advantage columns need %zu floats of shared "

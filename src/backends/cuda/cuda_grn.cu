@@ -6,9 +6,12 @@
 #include "backends/cuda/cuda_common.cuh"
 
 #define GRN_WARPS 8
+#define GRN_BWD_WARPS 16     /* grn_ln_gate_bwd: rows in flight a block (at most 16: registers) */
 #define GRN_MAX_PARTS 64     /* grn_ln_gate_bwd: blocks, each a part of the rows */
+/* grn_ln_gate_bwd's per-warp sums: the 48 KiB a launch gets without opting in, less its static
+ * bytes */
+#define GRN_SMEM_BYTES (48 * 1024 - 64)
 #define GRN_TAIL_BATCH 32    /* grn_ln_gate_bwd: partials the last block loads at once */
-#define SMEM_FLOATS 12288
 
 /* With NJ > 0 (d <= 32 NJ) a lane keeps its row elements j = lane + 32 i in registers, all loaded
  * before any store, so the statistics do not read the row back; NJ 0 streams the row (any d).
@@ -73,10 +76,10 @@ __global__ void k_grn_gate_ln_fwd(const float *__restrict__ h, const float *__re
  * row's stores, and its dgamma/dbeta sums too; NJ 0 streams the row (any d). The arithmetic of
  * an element is the same either way. Shared: per warp [2][d] sums (dgamma then dbeta). */
 template <int NJ>
-__global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const float *mean,
-                                  const float *rstd, const float *g, const float *dy, float *dres,
-                                  float *dg, float *dgamma, float *dbeta, int M, int d, int chunk,
-                                  float *part, unsigned *done) {
+__global__ void __launch_bounds__(GRN_BWD_WARPS * 32)
+k_grn_ln_gate_bwd(const float *x, const float *gamma, const float *mean, const float *rstd,
+                  const float *g, const float *dy, float *dres, float *dg, float *dgamma,
+                  float *dbeta, int M, int d, int chunk, float *part, unsigned *done) {
     KERNEL_PROLOGUE();
     extern __shared__ float sm[];
     __shared__ bool last;
@@ -178,27 +181,29 @@ __global__ void k_grn_ln_gate_bwd(const float *x, const float *gamma, const floa
     if (!last) return;
     __threadfence();
     /* the last block adds the parts in order; a thread's (column, part) pairs run column-major
-     * and GRN_TAIL_BATCH loads at a time go out together (L2 only: written by other blocks) */
+     * and GRN_TAIL_BATCH loads at a time go out together (L2 only: written by other blocks).
+     * The pair is stepped, not divided out: a division per load made this loop the kernel's
+     * longest chain (25 us of 42 at B = 4096, d = 256). */
     const int n2 = 2 * d, T = blockDim.x;
     const int nc = threadIdx.x < n2 ? (n2 - threadIdx.x + T - 1) / T : 0, n = nc * P;
+    int lq = 0, lj = threadIdx.x;   /* the next load's part and column */
+    int aq = 0, aj = threadIdx.x;   /* the next addition's */
     float t = 0.0f;
     for (int f0 = 0; f0 < n; f0 += GRN_TAIL_BATCH) {
         float v[GRN_TAIL_BATCH];
 #pragma unroll
         for (int u = 0; u < GRN_TAIL_BATCH; u++) {
-            const int f = f0 + u;
-            v[u] = f < n ? __ldcg(part + (size_t)(f % P) * n2 + threadIdx.x + (f / P) * T) : 0.0f;
+            v[u] = f0 + u < n ? __ldcg(part + (size_t)lq * n2 + lj) : 0.0f;
+            if (++lq == P) lq = 0, lj += T;
         }
 #pragma unroll
         for (int u = 0; u < GRN_TAIL_BATCH; u++) {
-            const int f = f0 + u;
-            if (f >= n) break;
+            if (f0 + u >= n) break;
             t += v[u];
-            if (f % P == P - 1) {
-                const int j = threadIdx.x + (f / P) * T;
-                if (j < d) dgamma[j] = t;
-                else dbeta[j - d] = t;
-                t = 0.0f;
+            if (++aq == P) {
+                if (aj < d) dgamma[aj] = t;
+                else dbeta[aj - d] = t;
+                t = 0.0f, aq = 0, aj += T;
             }
         }
     }
@@ -232,17 +237,19 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
         return DQN_OK;
     }
     /* fewer warps when the per-warp sums of a wide row would not fit */
-    int W = GRN_WARPS;
-    while (W > 1 && (size_t)W * 2 * d > SMEM_FLOATS) W--;
-    CUDA_ARG((size_t)W * 2 * d <= SMEM_FLOATS, "grn_ln_gate_bwd: d=%d, at most %d", d,
-             SMEM_FLOATS / 2);
+    int W = c->grn_warps > 0 && c->grn_warps <= GRN_BWD_WARPS ? c->grn_warps : GRN_BWD_WARPS;
+    const size_t row_bytes = 2 * (size_t)d * sizeof(float);
+    while (W > 1 && (size_t)W * row_bytes > GRN_SMEM_BYTES) W--;
+    CUDA_ARG(row_bytes <= GRN_SMEM_BYTES, "grn_ln_gate_bwd: d=%d, at most %zu", d,
+             GRN_SMEM_BYTES / (2 * sizeof(float)));
     /* a row per warp while the parts stay few (the last block's tail adds them all) */
+    const int maxp = c->grn_parts > 0 ? c->grn_parts : GRN_MAX_PARTS;
     int P = (M + W - 1) / W;
-    if (P > GRN_MAX_PARTS) P = GRN_MAX_PARTS;
+    if (P > maxp) P = maxp;
     if ((size_t)P * 2 * d > CUDA_SCRATCH_FLOATS) P = (int)(CUDA_SCRATCH_FLOATS / (2 * (size_t)d));
     int chunk = (M + P - 1) / P;
     P = (M + chunk - 1) / chunk;   /* no empty part */
-    size_t smem = (size_t)W * 2 * d * sizeof(float);
+    size_t smem = (size_t)W * row_bytes;
     auto kern = d <= 64 ? k_grn_ln_gate_bwd<2> : d <= 256 ? k_grn_ln_gate_bwd<8> : k_grn_ln_gate_bwd<0>;
     KLAUNCH(kern, (unsigned)P, W * 32, smem, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M,
             d, chunk, c->scratch, c->blocks_done + 1);
