@@ -64,13 +64,7 @@ dqn_status cuda_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B,
     CUDA_ARG(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "bcast_add_act: act = %d", (int)act);
     cuda_impl *c = cuda_of(be);
     const int V = bc_vec(N, hb, Y, NULL, NULL), relu = act == DQN_ACT_RELU;
-    const size_t n = (size_t)B * (size_t)((T + BC_TAUS - 1) / BC_TAUS) * (size_t)(N / V);
-    CUDA_ARG(n <= INT32_MAX / 2, "bcast_add_act: B=%d T=%d N=%d is too large", B, T, N);
-    if (n == 0) return DQN_OK;
-    const unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
-    if (V == 4) KLAUNCH(k_bcast_add_act<4>, grid, CUDA_THREADS, 0, hb, Y, B, T, N, relu);
-    else KLAUNCH(k_bcast_add_act<1>, grid, CUDA_THREADS, 0, hb, Y, B, T, N, relu);
-    return DQN_OK;
+    LAUNCH_VEC(k_bcast_add_act, V, bc_count(B, T, N, V), "bcast_add_act", hb, Y, B, T, N, relu);
 }
 
 dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,

@@ -180,6 +180,18 @@ static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
         return DQN_OK;                                                                           \
     } while (0)
 
+/* Launch kern<4> (float4 columns) when V is 4, else kern<1>, over n items, on the caller's c:
+ * the launchers of the BC_ kernels and cos_embed (`what` names the op in the too-large error) */
+#define LAUNCH_VEC(kern, V, n, what, ...)                                                         \
+    do {                                                                                         \
+        CUDA_ARG((n) <= INT32_MAX / 2, "%s: %zu items are too many", what, (size_t)(n));        \
+        if ((n) == 0) return DQN_OK;                                                             \
+        const unsigned grid_ = cuda_blocks(c, (n), CUDA_THREADS);                                \
+        if ((V) == 4) KLAUNCH(kern<4>, grid_, CUDA_THREADS, 0, __VA_ARGS__);                     \
+        else KLAUNCH(kern<1>, grid_, CUDA_THREADS, 0, __VA_ARGS__);                              \
+        return DQN_OK;                                                                           \
+    } while (0)
+
 /* ---- device helpers shared by the kernels ---- */
 
 /* Broadcast kernels over the per-tau rows r = s*T + t of a per-state row s (iqn_fwd,
@@ -209,7 +221,11 @@ template <int V> __device__ __forceinline__ void stv(float *p, const float (&o)[
     else *p = o[0];
 }
 
-/* A BC_ kernel's items over B states, T taus and d columns taken V at a time */
+/* A BC_ kernel's items over B states, T taus and d columns taken V at a time (host, 64-bit) */
+static inline size_t bc_count(int B, int T, int d, int V) {
+    return (size_t)B * (size_t)((T + BC_TAUS - 1) / BC_TAUS) * (size_t)(d / V);
+}
+/* the same in the kernel (32-bit: the launcher checked the count) */
 template <int V> __device__ __forceinline__ int bc_items(int B, int T, int d) {
     return B * ((T + BC_TAUS - 1) / BC_TAUS) * (d / V);
 }

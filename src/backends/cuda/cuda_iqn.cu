@@ -92,13 +92,7 @@ dqn_status cuda_cos_embed(dqn_backend *be, const float *tau, float *C, int R, in
     CUDA_ARG(R >= 0 && n_cos >= 0, "cos_embed: bad shape R=%d n_cos=%d", R, n_cos);
     cuda_impl *c = cuda_of(be);
     const int V = bc_vec(n_cos, C, NULL, NULL, NULL);
-    const size_t n = (size_t)R * (size_t)(n_cos / V);
-    CUDA_ARG(n <= INT32_MAX / 2, "cos_embed: R=%d n_cos=%d is too large", R, n_cos);
-    if (n == 0) return DQN_OK;
-    const unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
-    if (V == 4) KLAUNCH(k_cos_embed<4>, grid, CUDA_THREADS, 0, tau, C, R, n_cos);
-    else KLAUNCH(k_cos_embed<1>, grid, CUDA_THREADS, 0, tau, C, R, n_cos);
-    return DQN_OK;
+    LAUNCH_VEC(k_cos_embed, V, (size_t)R * (size_t)(n_cos / V), "cos_embed", tau, C, R, n_cos);
 }
 
 dqn_status cuda_mul_bcast_fwd(dqn_backend *be, const float *h, const float *phi, float *z, int B,
@@ -197,13 +191,7 @@ dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "iqn_fwd: bad shape B=%d T=%d d=%d", B, T, d);
     cuda_impl *c = cuda_of(be);
     const int V = bc_vec(d, h, phi, z, cat);
-    const size_t n = (size_t)B * (size_t)((T + BC_TAUS - 1) / BC_TAUS) * (size_t)(d / V);
-    CUDA_ARG(n <= INT32_MAX / 2, "iqn_fwd: B=%d T=%d d=%d is too large", B, T, d);
-    if (n == 0) return DQN_OK;
-    const unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
-    if (V == 4) KLAUNCH(k_iqn_fwd<4>, grid, CUDA_THREADS, 0, h, phi, z, cat, B, T, d);
-    else KLAUNCH(k_iqn_fwd<1>, grid, CUDA_THREADS, 0, h, phi, z, cat, B, T, d);
-    return DQN_OK;
+    LAUNCH_VEC(k_iqn_fwd, V, bc_count(B, T, d, V), "iqn_fwd", h, phi, z, cat, B, T, d);
 }
 
 dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
