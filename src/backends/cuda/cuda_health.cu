@@ -179,23 +179,9 @@ __device__ static hpart to_part(const hacc *a, float bound) {
     return p;
 }
 
-/* another block's partial (volatile: written during this launch) */
-__device__ static hacc part_acc_v(const hpart *p) {
-    const volatile hpart *q = (const volatile hpart *)p;
-    hacc b;
-    b.nonfinite = q->nonfinite;
-    b.nan = q->nan;
-    b.guarded = q->guarded;
-    b.maxabs = q->maxabs;
-    b.first_value = q->first_value;
-    b.first_index = q->first_index;
-    b.sumsq = q->sumsq;
-    b.sumabs = q->sumabs;
-    return b;
-}
-
-/* a staged partial (shared memory) */
-__device__ static hacc part_acc(const hpart *q) {
+/* a partial's figures, from another block's (P = const volatile hpart: written during this
+ * launch) or a staged one (P = const hpart, shared memory) */
+template <typename P> __device__ static hacc part_acc(P *q) {
     hacc b;
     b.nonfinite = q->nonfinite;
     b.nan = q->nan;
@@ -209,16 +195,7 @@ __device__ static hacc part_acc(const hpart *q) {
 }
 
 /* a reduction's result in place of a staged partial; its bound (partial 0's) stays */
-__device__ static void put_acc(hpart *q, const hacc *a) {
-    q->nonfinite = a->nonfinite;
-    q->nan = a->nan;
-    q->guarded = a->guarded;
-    q->maxabs = a->maxabs;
-    q->first_value = a->first_value;
-    q->first_index = a->first_index;
-    q->sumsq = a->sumsq;
-    q->sumabs = a->sumabs;
-}
+__device__ static void put_acc(hpart *q, const hacc *a) { *q = to_part(a, q->bound); }
 
 __device__ static void scan_one(hacc *a, float *x, size_t i, float v, float bound, bool guard) {
     if (!isfinite(v)) {
@@ -339,7 +316,7 @@ __device__ static void reduce_parts(const hpart *src, int nb, hpart *dst, int at
     hacc a;
     acc_init(&a);
     for (int j = threadIdx.x; j < nb; j += HT) {
-        const hacc b = part_acc_v(&src[j]);
+        const hacc b = part_acc((const volatile hpart *)&src[j]);
         acc_merge(&a, &b);
     }
     block_reduce(&a, sh);
