@@ -186,8 +186,8 @@ OC_WRAP(iqn_fwd, 1,
         (oc_inner, h, phi, z, cat, B, T, d))
 OC_WRAP(iqn_bwd, 1,
         (dqn_backend *be, const float *dcat, const float *h, const float *phi, float *dz,
-         float *dh, float *dphi, int B, int T, int d),
-        (oc_inner, dcat, h, phi, dz, dh, dphi, B, T, d))
+         float *dh, float *dphi, float *dphi_b, int B, int T, int d),
+        (oc_inner, dcat, h, phi, dz, dh, dphi, dphi_b, B, T, d))
 OC_WRAP(adam_target_step, 1,
         (dqn_backend *be, float *p, const float *g, float *m, float *v, float *target, size_t n,
          float lr, float beta1, float beta2, float eps, float wd, const float *gnorm,

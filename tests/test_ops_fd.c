@@ -525,7 +525,8 @@ static void test_iqn_mix(int B, int T, int d, int with_cat) {
     iqn_mix_loss();
     float *dz = with_cat ? poisoned(nz) : copy_of(mx.r, nz), *dh = poisoned(nh);
     float *dpre = poisoned(nz);
-    CHECK_OK(be->ops->iqn_bwd(be, with_cat ? mx.r : NULL, mx.h, mx.phi, dz, dh, dpre, B, T, d));
+    CHECK_OK(be->ops->iqn_bwd(be, with_cat ? mx.r : NULL, mx.h, mx.phi, dz, dh, dpre, NULL, B, T,
+                              d));
     CHECK(all_finite(dz, nz) && all_finite(dh, nh) && all_finite(dpre, nz),
           "iqn_bwd left outputs unwritten");
     int dz_ok = 1;

@@ -274,9 +274,11 @@ typedef struct dqn_ops {
      * mul_bcast_bwd(h, phi, dz) -> dh, dphi; axpy(1, dh2, dh); relu_bwd(phi, dphi). With dcat
      * NULL, dz is the input and it is mul_bcast_bwd then relu_bwd. So dh [B, d] = sum_i dz * phi
      * (+ sum_i dcat[:, d:2d]) and dphi = dz * h * (phi > 0) (phi is post-ReLU). Bit-identical to
-     * the sequence. */
+     * the sequence. dphi_b (optional) [d]: dphi's column sums over its B*T rows, the phi layer's
+     * bias gradient, so that linear_bwd need not read dphi again for it (the CPU adds the rows in
+     * order, as linear_bwd's db does, bit for bit; CUDA sums each state's taus first). */
     dqn_status (*iqn_bwd)(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                          float *dz, float *dh, float *dphi, int B, int T, int d);
+                          float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d);
     /* The optimizer step: adam(p, g, m, v, n, ..., gnorm, max_norm, step, skip), then
      * target_update(target, p, n, period, tau, step), then step_incr(step). Bit-identical to the
      * three ops. */

@@ -160,6 +160,11 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
 
 /* ---------------------------------------------------------------- backward */
 
+/* From this many dphi elements (16 MiB) iqn_bwd sums phi's bias gradient as it writes dphi; below,
+ * linear_bwd's GEMM gives it with the weight gradient (cublasLt's BGRADB, the own dW kernel) at no
+ * extra node */
+#define PHI_BIAS_IN_IQN_ELEMS ((size_t)1 << 22)
+
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                         const dqn_fwd *f, dqn_bwd *w, float *G, int B, int T,
                         float head_grad_clip, dqn_model *hm) {
@@ -197,17 +202,19 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
         SLOT(hm, d_z, w->du, (size_t)R * d);
     }
     /* z = h * phi (and cat = [z, h]): dz, the dh the IQN path hands to the trunk, and dphi
-     * through phi's ReLU */
+     * through phi's ReLU; with many rows also phi's bias gradient, so that its column sum need not
+     * read dphi once more (the same bits either way on the CPU) */
+    float *phi_b = (size_t)R * (size_t)d >= PHI_BIAS_IN_IQN_ELEMS ? G + L->phi.b : NULL;
     DQN_TRY(OPS->iqn_bwd(be, bn && !split ? w->dcat : NULL, h, f->phi, bn ? w->dz : w->du, w->dh,
-                         w->dphi, B, T, d));
+                         w->dphi, phi_b, B, T, d));
     if (bn && !split) SLOT(hm, d_z, w->dz, (size_t)R * d);
     /* split: the h half adds dus W_bn[:, d:2d] to dh; its weight and b_bn gradients from dus */
     if (split)
         DQN_TRY(OPS->linear_ld_bwd(be, h, P + L->bn.W + d, 2 * d, w->dus, w->dh, 1,
                                    G + L->bn.W + d, G + L->bn.b, B, d, U));
     SLOT(hm, d_trunk, w->dh, (size_t)B * d);
-    DQN_TRY(OPS->linear_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W, G + L->phi.b,
-                            R, a->n_cos, d));
+    DQN_TRY(OPS->linear_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W,
+                            phi_b ? NULL : G + L->phi.b, R, a->n_cos, d));
     /* trunk, last block first: block l's output gradient in, its input gradient to dh_in[l] */
     const float *dout = w->dh;
     for (int l = a->grn_blocks - 1; l >= 0; l--) {

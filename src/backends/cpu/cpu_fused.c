@@ -113,12 +113,15 @@ dqn_status cpu_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float 
 
 /* Per element, the sequence's operations in its order: dh2 = 0 + the dcat sums (concat_bcast_bwd
  * after the fill), dh = 0 + the dz * phi sums (mul_bcast_bwd), dh += 1 * dh2 (axpy), and dphi =
- * (dz * h) * (phi > 0) (mul_bcast_bwd, relu_bwd). */
+ * (dz * h) * (phi > 0) (mul_bcast_bwd, relu_bwd); dphi_b gets each column's rows in row order,
+ * as cpu_colsum adds them. */
 dqn_status cpu_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                       float *dz, float *dh, float *dphi, int B, int T, int d) {
+                       float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d) {
     (void)be;
     REQUIRE(B >= 0 && T >= 0 && d >= 0, "iqn_bwd: B=%d T=%d d=%d", B, T, d);
     const size_t D2 = 2 * (size_t)d;
+    if (dphi_b)
+        for (size_t k = 0; k < (size_t)d; k++) dphi_b[k] = 0.0f;
     for (size_t s = 0; s < (size_t)B; s++)
         for (size_t k = 0; k < (size_t)d; k++) {
             float am = 0.0f, ac = 0.0f, hk = h[s * d + k];
@@ -132,9 +135,10 @@ dqn_status cpu_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const
                 } else {
                     gz = dz[q];
                 }
-                float p = phi[q], dp = gz * hk, on = p > 0.0f;
+                float p = phi[q], dp = gz * hk, on = p > 0.0f, g = dp * on;
                 am += gz * p;
-                dphi[q] = dp * on;
+                dphi[q] = g;
+                if (dphi_b) dphi_b[k] += g;
             }
             dh[s * d + k] = dcat ? am + 1.0f * ac : am;
         }

@@ -40,7 +40,7 @@ dqn_status cpu_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gam
 dqn_status cpu_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
                        int B, int T, int d);
 dqn_status cpu_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                       float *dz, float *dh, float *dphi, int B, int T, int d);
+                       float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d);
 dqn_status cpu_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,
                                 float *target, size_t n, float lr, float beta1, float beta2,
                                 float eps, float wd, const float *gnorm, float max_norm,

@@ -343,6 +343,8 @@ __device__ __forceinline__ float polyak_elem(float tau, float src, float dst) {
 /* Column sums of a row-major [M, N] matrix, one launch and deterministic (cuda_reduce.cu):
  * out1[j] = sum_m A[m,j]; with x, mean, rstd given (LayerNorm), also
  * out0[j] = sum_m A[m,j] * (x[m,j] - mean[m]) * rstd[m]. */
+/* cuda_colsum's most row parts: its partials take at most 2 x this x N floats of the scratch */
+#define COLSUM_MAX_PARTS 256
 dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *x, const float *mean,
                        const float *rstd, float *out0, float *out1);
 
@@ -461,7 +463,7 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
 dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
                         int B, int T, int d);
 dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                        float *dz, float *dh, float *dphi, int B, int T, int d);
+                        float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d);
 dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,
                                  float *target, size_t n, float lr, float beta1, float beta2,
                                  float eps, float wd, const float *gnorm, float max_norm,

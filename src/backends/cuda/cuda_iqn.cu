@@ -151,15 +151,16 @@ __global__ void k_iqn_fwd(const float *__restrict__ h, const float *__restrict__
 }
 
 /* One thread per (state, column), taus in order, in the CPU reference's rounding (no FMA):
- * dz from dcat's first half, dh = sum dz*phi + 1 * sum dcat's second half, dphi through ReLU.
+ * dz from dcat's first half, dh = sum dz*phi + 1 * sum dcat's second half, dphi through ReLU,
+ * and with dps [B, d] the state's sum of dphi over its taus, in tau order.
  * IQ_BATCH taus' inputs are loaded before their stores, so a batch costs one round trip. */
 __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, float *dz, float *dh,
-                          float *dphi, size_t B, int T, int d) {
+                          float *dphi, float *dps, size_t B, int T, int d) {
     KERNEL_PROLOGUE();
     const size_t D2 = 2 * (size_t)d;
     GRID_STRIDE(e, B * (size_t)d) {
         size_t s = e / (size_t)d, j = e % (size_t)d;
-        float hv = h[e], am = 0.0f, ac = 0.0f;
+        float hv = h[e], am = 0.0f, ac = 0.0f, ps = 0.0f;
         for (int i0 = 0; i0 < T; i0 += IQ_BATCH) {
             float gz[IQ_BATCH], c2[IQ_BATCH], p[IQ_BATCH];
 #pragma unroll
@@ -179,10 +180,13 @@ __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, f
                     ac = __fadd_rn(ac, c2[u]);
                 }
                 am = __fadd_rn(am, __fmul_rn(gz[u], p[u]));
-                dphi[q] = __fmul_rn(__fmul_rn(gz[u], hv), (float)(p[u] > 0.0f));
+                const float g = __fmul_rn(__fmul_rn(gz[u], hv), (float)(p[u] > 0.0f));
+                dphi[q] = g;
+                ps = __fadd_rn(ps, g);
             }
         }
         dh[e] = dcat ? __fadd_rn(am, ac) : am;
+        if (dps) dps[e] = ps;
     }
 }
 
@@ -194,8 +198,20 @@ dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float
     LAUNCH_VEC(k_iqn_fwd, V, bc_count(B, T, d, V), "iqn_fwd", h, phi, z, cat, B, T, d);
 }
 
+/* dphi_b: the per-state sums in the scratch's upper half, then a column sum over B rows (its
+ * partials in the lower half) instead of one over B*T rows; where they would not fit, the latter */
 dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                        float *dz, float *dh, float *dphi, int B, int T, int d) {
+                        float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d) {
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "iqn_bwd: bad shape B=%d T=%d d=%d", B, T, d);
-    LAUNCH_1D(k_iqn_bwd, (size_t)B * (size_t)d, dcat, h, phi, dz, dh, dphi, (size_t)B, T, d);
+    cuda_impl *c = cuda_of(be);
+    const size_t half = CUDA_SCRATCH_FLOATS / 2, n = (size_t)B * (size_t)d;
+    float *dps = dphi_b && n <= half && 2 * (size_t)COLSUM_MAX_PARTS * (size_t)d <= half
+                     ? c->scratch + half
+                     : NULL;
+    if (n > 0)
+        KLAUNCH(k_iqn_bwd, cuda_blocks(c, n, CUDA_THREADS), CUDA_THREADS, 0, dcat, h, phi, dz, dh,
+                dphi, dps, (size_t)B, T, d);
+    if (!dphi_b) return DQN_OK;
+    if (dps) return cuda_colsum(c, dps, B, d, NULL, NULL, NULL, NULL, dphi_b);
+    return cuda_colsum(c, dphi, B * T, d, NULL, NULL, NULL, NULL, dphi_b);
 }

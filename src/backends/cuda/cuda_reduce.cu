@@ -6,7 +6,6 @@
 
 #define CS_COLS 32
 #define CS_ROWS 8
-#define CS_MAX_PARTS 256
 #define CS_MIN_ROWS_PER_PART 64
 #define CS_BATCH 8
 
@@ -104,7 +103,7 @@ dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *
     /* the number of parts depends on the shape alone, so the sum order is fixed */
     size_t fit = CUDA_SCRATCH_FLOATS / (2 * (size_t)N);
     int P = (M + CS_MIN_ROWS_PER_PART - 1) / CS_MIN_ROWS_PER_PART;
-    if (P > CS_MAX_PARTS) P = CS_MAX_PARTS;
+    if (P > COLSUM_MAX_PARTS) P = COLSUM_MAX_PARTS;
     if ((size_t)P > fit) P = (int)fit;
     if (P < 1)
         return DQN_ERR(DQN_ERR_UNSUPPORTED, "column sum: %d columns exceed the reduction scratch", N);
