@@ -184,6 +184,10 @@ OC_WRAP(iqn_fwd, 1,
         (dqn_backend *be, const float *h, const float *phi, float *z, float *cat, int B, int T,
          int d),
         (oc_inner, h, phi, z, cat, B, T, d))
+OC_WRAP(iqn_embed_fwd, (OC_GEMM(B * T, n_cos, d, 1), 1),
+        (dqn_backend *be, const float *tau, const float *W, const float *b, const float *h,
+         float *C, float *phi, float *z, float *cat, int B, int T, int n_cos, int d, int keep),
+        (oc_inner, tau, W, b, h, C, phi, z, cat, B, T, n_cos, d, keep))
 OC_WRAP(iqn_bwd, 1,
         (dqn_backend *be, const float *dcat, const float *h, const float *phi, float *dz,
          float *dh, float *dphi, float *dphi_b, int B, int T, int d),
@@ -263,8 +267,8 @@ static inline dqn_status oc_create(dqn_backend **out) {
     OC_SET(rand_index); OC_SET(gather_f32); OC_SET(gather_i32); OC_SET(sample_batch);
     OC_SET(rand_uniform_multi);
     OC_SET(heads_fwd); OC_SET(l2_norm2); OC_SET(heads_bwd); OC_SET(grn_gate_ln_fwd);
-    OC_SET(grn_ln_gate_bwd); OC_SET(iqn_fwd); OC_SET(iqn_bwd); OC_SET(adam_target_step);
-    OC_SET(sample_draws); OC_SET(linear_ld_fwd); OC_SET(linear_ld_bwd); OC_SET(bcast_add_act);
+    OC_SET(grn_ln_gate_bwd); OC_SET(iqn_fwd); OC_SET(iqn_embed_fwd); OC_SET(iqn_bwd);
+    OC_SET(adam_target_step); OC_SET(sample_draws); OC_SET(linear_ld_fwd); OC_SET(linear_ld_bwd); OC_SET(bcast_add_act);
     OC_SET(relu_bwd_tausum);
     OC_SET(health_check); OC_SET(health_fault); OC_SET(allreduce_mean);
     oc_be = *oc_inner;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "core/error.h"
 #include "check.h"
 #include "dqn_philox.h"
 #include "model/model.h"
@@ -400,6 +401,48 @@ static void test_iqn(int B, int T, int d, int n_cos, int timed) {
         TIME_GPU("mul_bcast_bwd", gpu->ops->mul_bcast_bwd(gpu, h.g, phi.g, dz.g, dh.g, dphi.g, B, T, d));
         TIME_GPU("concat_bcast_fwd", gpu->ops->concat_bcast_fwd(gpu, z.g, h.g, cat.g, B, T, d));
         TIME_GPU("concat_bcast_bwd", gpu->ops->concat_bcast_bwd(gpu, dcat.g, dz2.g, dh2.g, B, T, d));
+    }
+    release_all();
+}
+
+/* the three ops iqn_embed_fwd stands for, on the GPU (to time against) */
+static dqn_status iqn_embed_unfused(dqn_backend *be, const float *tau, const float *W,
+                                    const float *b, const float *h, float *C, float *phi, float *z,
+                                    float *cat, int B, int T, int n_cos, int d) {
+    DQN_TRY(be->ops->cos_embed(be, tau, C, B * T, n_cos));
+    DQN_TRY(be->ops->linear_act_fwd(be, C, W, b, phi, B * T, n_cos, d, DQN_ACT_RELU));
+    return be->ops->iqn_fwd(be, h, phi, z, cat, B, T, d);
+}
+
+/* iqn_embed_fwd against the CPU's three ops: z and cat in full, C and phi in their first keep
+ * samples' rows (past them the op may leave them unwritten); d of 64, 128 and 256 with n_cos a
+ * multiple of 4 up to 64 take the one-kernel path, other shapes and TF32 the three ops */
+static void test_iqn_embed(dqn_backend *g, int B, int T, int d, int n_cos, int keep, int with_cat,
+                           double tol, int timed) {
+    printf("iqn_embed B=%d T=%d d=%d n_cos=%d keep=%d%s%s\n", B, T, d, n_cos, keep,
+           with_cat ? " cat" : "", g == gpu_tf32 ? " (tf32 backend)" : "");
+    const int R = B * T, kr = keep * T;
+    const size_t nz = (size_t)R * d;
+    vf tau = in_f((size_t)R, 0, 1), W = in_f((size_t)d * n_cos, -0.3f, 0.3f);
+    vf b = in_f((size_t)d, -0.5f, 0.5f), h = in_f((size_t)B * d, -1, 1);
+    vf C = out_f((size_t)R * n_cos), phi = out_f(nz), z = out_f(nz);
+    vf cat = with_cat ? out_f(2 * nz) : (vf){NULL, NULL, 0};
+    CPU(iqn_embed_fwd, tau.c, W.c, b.c, h.c, C.c, phi.c, z.c, cat.c, B, T, n_cos, d, kr);
+    CHECK_OK(g->ops->iqn_embed_fwd(g, tau.g, W.g, b.g, h.g, C.g, phi.g, z.g, cat.g, B, T, n_cos,
+                                   d, kr));
+    CHECK_OK(g->ops->sync(g));
+    expect_f("iqn_embed_fwd z", z, tol);
+    if (with_cat) expect_f("iqn_embed_fwd cat", cat, tol);
+    vf Ck = {C.c, C.g, (size_t)kr * n_cos}, pk = {phi.c, phi.g, (size_t)kr * d};
+    if (kr > 0) {
+        expect_f("iqn_embed_fwd C (kept rows)", Ck, TOL_EW);
+        expect_f("iqn_embed_fwd phi (kept rows)", pk, tol);
+    }
+    if (timed) {
+        TIME_ON(g, "iqn_embed_fwd", g->ops->iqn_embed_fwd(g, tau.g, W.g, b.g, h.g, C.g, phi.g, z.g,
+                                                          cat.g, B, T, n_cos, d, kr));
+        TIME_ON(g, "cos_embed + linear_act_fwd + iqn_fwd",
+                iqn_embed_unfused(g, tau.g, W.g, b.g, h.g, C.g, phi.g, z.g, cat.g, B, T, n_cos, d));
     }
     release_all();
 }
@@ -1332,6 +1375,31 @@ int main(void) {
     if (full) test_iqn(256, 32, 256, 64, 1);
     test_iqn(3, 5, 8, 37, 0);   /* rows longer than a warp, not a multiple of it */
     test_iqn(3, 5, 8, 12, 0);   /* float4 stores of the cosines */
+    /* iqn_embed_fwd: the one-kernel path (a backend that takes it at any size) at each width,
+     * with a short last tile and keep inside a tile; the three ops (d = 96, n_cos = 37, TF32,
+     * and below IQN_EMBED_ELEMS on the default backend) */
+    dqn_backend *emb = NULL;
+    setenv("DQN_CUDA_IQN_EMBED_ELEMS", "0", 1);
+    CHECK_OK(dqn_backend_cuda_create(&emb, 0, DQN_MATH_FP32));
+    unsetenv("DQN_CUDA_IQN_EMBED_ELEMS");
+    if (emb) {
+        test_iqn_embed(emb, 9, 7, 64, 64, 4, 0, TOL_RED, 0);
+        test_iqn_embed(emb, 5, 11, 128, 12, 5, 1, TOL_RED, 0);
+        test_iqn_embed(emb, 13, 8, 256, 64, 0, 0, TOL_RED, 0);
+        test_iqn_embed(emb, 3, 33, 256, 32, 2, 1, TOL_RED, 0);
+        test_iqn_embed(emb, 4, 5, 96, 64, 4, 0, TOL_RED, 0);
+        test_iqn_embed(emb, 4, 5, 64, 37, 2, 1, TOL_RED, 0);
+        if (full) {   /* more tiles than blocks: the blocks loop */
+            test_iqn_embed(emb, 2300, 32, 64, 64, 1150, 0, TOL_RED, 1);
+            test_iqn_embed(emb, 4096, 32, 256, 64, 2048, 0, TOL_RED, 1);
+            test_iqn_embed(emb, 601, 32, 128, 64, 300, 1, TOL_RED, 0);
+            test_iqn_embed(emb, 1024, 32, 256, 64, 1024, 0, TOL_RED, 1);
+            test_iqn_embed(emb, 256, 32, 256, 64, 128, 0, TOL_RED, 1);
+        }
+        emb->ops->destroy(emb);
+    }
+    test_iqn_embed(gpu, 6, 8, 64, 64, 3, 0, TOL_RED, 0);
+    test_iqn_embed(gpu_tf32, 6, 8, 64, 64, 3, 0, TOL_TF32, 0);
     test_heads(7, 3, 5, 1, br2, 0);
     test_heads(37, 5, 3, 3, br355, 0);
     if (full) test_heads(2048, 32, 32, 3, br355, 1);

@@ -931,6 +931,35 @@ static void test_grn_fused(int M, int d) {
     free(h); free(g); free(gamma); free(beta); free(dy); free(dr);
 }
 
+/* iqn_embed_fwd equals cos_embed, linear_act_fwd (ReLU) and iqn_fwd bit for bit, every row of C
+ * and phi written whatever keep says */
+static void test_iqn_embed(int B, int T, int d, int n_cos, int keep, int with_cat) {
+    const size_t R = (size_t)B * T, nz = R * d;
+    float *tau = rand_f(R, 0, 1), *W = rand_f((size_t)d * n_cos, -0.3, 0.3);
+    float *b = rand_f((size_t)d, -0.5, 0.5), *h = rand_f((size_t)B * d, -1, 1);
+    float *C[2], *phi[2], *z[2], *cat[2];
+    for (int k = 0; k < 2; k++) {
+        C[k] = poisoned(R * n_cos), phi[k] = poisoned(nz), z[k] = poisoned(nz);
+        cat[k] = with_cat ? poisoned(2 * nz) : NULL;
+    }
+    CHECK_OK(ops->cos_embed(be, tau, C[0], (int)R, n_cos));
+    CHECK_OK(ops->linear_act_fwd(be, C[0], W, b, phi[0], (int)R, n_cos, d, DQN_ACT_RELU));
+    CHECK_OK(ops->iqn_fwd(be, h, phi[0], z[0], cat[0], B, T, d));
+    CHECK_OK(ops->iqn_embed_fwd(be, tau, W, b, h, C[1], phi[1], z[1], cat[1], B, T, n_cos, d,
+                                keep * T));
+    CHECK(same_bytes(C[0], C[1], R * n_cos * 4) && same_bytes(phi[0], phi[1], nz * 4) &&
+              same_bytes(z[0], z[1], nz * 4) && (!with_cat || same_bytes(cat[0], cat[1], 8 * nz)),
+          "iqn_embed_fwd B=%d T=%d d=%d n_cos=%d keep=%d differs from its three ops", B, T, d,
+          n_cos, keep);
+    CHECK(ops->iqn_embed_fwd(be, tau, W, b, h, C[1], phi[1], z[1], NULL, B, T, n_cos, d,
+                             B * T + 1) == DQN_ERR_ARG,
+          "iqn_embed_fwd accepted keep past its rows");
+    for (int k = 0; k < 2; k++) {
+        free(C[k]); free(phi[k]); free(z[k]); free(cat[k]);
+    }
+    free(tau); free(W); free(b); free(h);
+}
+
 /* the IQN mixing's fused ops equal the unfused sequences bit for bit */
 static void test_iqn_fused(int B, int T, int d) {
     size_t nh = (size_t)B * d, nz = nh * T;
@@ -1240,6 +1269,8 @@ int main(void) {
     test_grn_fused(33, 64);
     test_iqn_fused(3, 5, 7);
     test_iqn_fused(4, 8, 64);
+    test_iqn_embed(3, 5, 7, 13, 2, 1);
+    test_iqn_embed(4, 8, 64, 64, 0, 0);
     test_adam_target_step();
     test_sample_draws(32, 4, 1, 0);
     test_sample_draws(17, 9, 3, 777);

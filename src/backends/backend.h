@@ -269,6 +269,14 @@ typedef struct dqn_ops {
      * cat = concat_bcast_fwd(z, h). Bit-identical to the ops. */
     dqn_status (*iqn_fwd)(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
                           int B, int T, int d);
+    /* The IQN embedding, forward, in one op: cos_embed(tau) -> C [B*T, n_cos], then
+     * linear_act_fwd(C, W [d, n_cos], b, ReLU) -> phi [B*T, d], then iqn_fwd(h, phi) -> z (and
+     * cat). C and phi hold B*T rows, but only their first keep rows (the ones a backward reads)
+     * must be written: past them they are the backend's scratch. The CPU runs the three ops (bit
+     * for bit); CUDA computes the cosines and phi in the kernel that writes z. */
+    dqn_status (*iqn_embed_fwd)(dqn_backend *be, const float *tau, const float *W, const float *b,
+                                const float *h, float *C, float *phi, float *z, float *cat, int B,
+                                int T, int n_cos, int d, int keep);
     /* IQN mixing, backward down to phi's pre-activation. With dcat [B*T, 2d] (the bottleneck's
      * input gradient) it stands for fill(dh2, 0), concat_bcast_bwd(dcat) -> dz (written), dh2;
      * mul_bcast_bwd(h, phi, dz) -> dh, dphi; axpy(1, dh2, dh); relu_bwd(phi, dphi). With dcat

@@ -107,8 +107,15 @@ static void bwd_free(dqn_backend *be, dqn_bwd *w) {
             DQN_TRY(dqn_model_health_slot((hm), (hm)->h.tab.field, (buf), (size_t)(n))); \
     } while (0)
 
+/* A fault aimed at phi must reach z, so that pass keeps phi's own op between them. */
+static int phi_faulted(const dqn_model *hm) {
+    for (int i = 0; hm && hm->h.mode != DQN_HEALTH_OFF && i < hm->h.n_faults; i++)
+        if (hm->h.faults[i].slot == hm->h.tab.phi) return 1;
+    return 0;
+}
+
 dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
-                       const float *tau, dqn_fwd *f, int B, int T, dqn_model *hm) {
+                       const float *tau, dqn_fwd *f, int B, int T, int nb, dqn_model *hm) {
     const dqn_arch *a = &L->arch;
     int d = a->d, H = a->head_hidden, R = B * T, A = a->br.A;
     /* the slots cover the online pass on x: its first hB samples */
@@ -125,13 +132,21 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
         SLOT(hm, grn_out[l], f->h[l + 1], hB * d);
     }
     const float *h = f->h[a->grn_blocks];
-    /* IQN: phi = ReLU(W_phi cos(pi k tau) + b_phi), z = h * phi */
-    DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
-    DQN_TRY(OPS->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
-                                DQN_ACT_RELU));
-    SLOT(hm, phi, f->phi, hR * d);
+    /* IQN: phi = ReLU(W_phi cos(pi k tau) + b_phi), z = h * phi; C and phi are needed only for
+     * the nb samples a backward reads */
     const int m = a->bottleneck;
-    DQN_TRY(OPS->iqn_fwd(be, h, f->phi, f->z, m > 0 && !f->split ? f->cat : NULL, B, T, d));
+    float *cat = m > 0 && !f->split ? f->cat : NULL;
+    if (phi_faulted(hm)) {
+        DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
+        DQN_TRY(OPS->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
+                                    DQN_ACT_RELU));
+        SLOT(hm, phi, f->phi, hR * d);
+        DQN_TRY(OPS->iqn_fwd(be, h, f->phi, f->z, cat, B, T, d));
+    } else {
+        DQN_TRY(OPS->iqn_embed_fwd(be, tau, P + L->phi.W, P + L->phi.b, h, f->C, f->phi, f->z, cat,
+                                   B, T, a->n_cos, d, nb * T));
+        SLOT(hm, phi, f->phi, hR * d);
+    }
     SLOT(hm, z, f->z, hR * d);
     if (m > 0 && !f->split) SLOT(hm, cat, f->cat, hR * 2 * d);
     const float *u = m > 0 ? f->u : f->z;
@@ -326,15 +341,15 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     if (c->K == c->N) {
         /* one online pass over [x; x'] with [tau; tau_k] (adjacent buffers): its first B*N rows
          * are the online net on x (the backward reads that prefix), the rest pick a* */
-        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, 2 * B, c->N, hm));
+        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, 2 * B, c->N, B, hm));
         DQN_TRY(OPS->q_argmax(be, m->f_on.Z + (size_t)B * c->N * br->A, NULL, m->astar, B, c->K,
                               br));
     } else {
-        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N, hm));
-        DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, NULL));
+        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N, B, hm));
+        DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, 0, NULL));
         DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
     }
-    return dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, NULL);
+    return dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, 0, NULL);
 }
 
 /* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ. */

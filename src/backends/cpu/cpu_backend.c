@@ -725,6 +725,7 @@ static const dqn_ops cpu_ops = {
     .grn_gate_ln_fwd = cpu_grn_gate_ln_fwd,
     .grn_ln_gate_bwd = cpu_grn_ln_gate_bwd,
     .iqn_fwd = cpu_iqn_fwd,
+    .iqn_embed_fwd = cpu_iqn_embed_fwd,
     .iqn_bwd = cpu_iqn_bwd,
     .adam_target_step = cpu_adam_target_step,
     .sample_draws = cpu_sample_draws,

@@ -111,6 +111,17 @@ dqn_status cpu_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float 
     return cat ? be->ops->concat_bcast_fwd(be, z, h, cat, B, T, d) : DQN_OK;
 }
 
+/* Every row of C and phi is written (keep only says which rows a caller may read). */
+dqn_status cpu_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
+                             const float *h, float *C, float *phi, float *z, float *cat, int B,
+                             int T, int n_cos, int d, int keep) {
+    REQUIRE(B >= 0 && T >= 0 && (long)B * T <= INT32_MAX && keep >= 0 && keep <= B * T,
+            "iqn_embed_fwd: B=%d T=%d keep=%d", B, T, keep);
+    DQN_TRY(be->ops->cos_embed(be, tau, C, B * T, n_cos));
+    DQN_TRY(be->ops->linear_act_fwd(be, C, W, b, phi, B * T, n_cos, d, DQN_ACT_RELU));
+    return cpu_iqn_fwd(be, h, phi, z, cat, B, T, d);
+}
+
 /* Per element, the sequence's operations in its order: dh2 = 0 + the dcat sums (concat_bcast_bwd
  * after the fill), dh = 0 + the dz * phi sums (mul_bcast_bwd), dh += 1 * dh2 (axpy), and dphi =
  * (dz * h) * (phi > 0) (mul_bcast_bwd, relu_bwd); dphi_b gets each column's rows in row order,

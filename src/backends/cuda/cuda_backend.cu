@@ -187,6 +187,7 @@ static const dqn_ops cuda_ops = {
     .grn_gate_ln_fwd = cuda_grn_gate_ln_fwd,
     .grn_ln_gate_bwd = cuda_grn_ln_gate_bwd,
     .iqn_fwd = cuda_iqn_fwd,
+    .iqn_embed_fwd = cuda_iqn_embed_fwd,
     .iqn_bwd = cuda_iqn_bwd,
     .adam_target_step = cuda_adam_target_step,
     .sample_draws = cuda_sample_draws,
@@ -243,6 +244,9 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     const char *ss = getenv("DQN_CUDA_SG_SPLIT"), *st = getenv("DQN_CUDA_SG_TILE");
     c->sg_split = ss && *ss ? atoi(ss) : 2;
     c->sg_tile = st && *st ? atoi(st) : 0;
+    const char *ie = getenv("DQN_CUDA_IQN_EMBED"), *ir = getenv("DQN_CUDA_IQN_EMBED_ELEMS");
+    c->iqn_embed = ie && *ie ? atoi(ie) : 1;   /* to compare the two paths */
+    c->iqn_embed_elems = ir && *ir ? atof(ir) : IQN_EMBED_ELEMS;
     CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
     CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
     CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, CUDA_COUNTERS * sizeof(unsigned)));
@@ -257,6 +261,7 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
                                                                   : CUBLAS_DEFAULT_MATH));
     c->compute = math == DQN_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_CHECK(cublasLtCreate(&c->lt));
+    DQN_TRY(cuda_iqn_embed_init(c));
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     return DQN_OK;
 }

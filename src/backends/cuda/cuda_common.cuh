@@ -32,6 +32,8 @@ extern "C" {
  * warp kernel's per-row work (measured: seed B = 256, 16384 x 256, gains 26 us; cartpole B = 256,
  * 16384 x 64, loses 3 us). DQN_CUDA_HEADS_GEMM_ELEMS overrides it at start-up, to compare. */
 #define HF_GEMM_ELEMS ((long)1 << 21)
+/* iqn_embed_fwd in one kernel from this many elements of z (R x d); below, its three ops */
+#define IQN_EMBED_ELEMS ((double)(1 << 23))
 /* Own GEMM kernels (cuda_sgemm.cu) up to this many multiply-adds (fp32, layers at most 128 wide:
  * cuda_gemm.cu), cuBLAS above; DQN_CUDA_OWN_GEMM_MACS overrides it at start-up (0: cuBLAS
  * everywhere), to compare. */
@@ -85,6 +87,10 @@ typedef struct {
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
     int sg_split;                  /* own dW GEMMs: blocks a multiprocessor to split toward (0: none) */
     int sg_tile;                   /* own GEMMs' tile: 32, 64, or 0 (by the grid's size) */
+    int iqn_embed;                 /* iqn_embed_fwd in one kernel: 0 never, 1 in fp32 math, 2 also
+                                    * in TF32 (DQN_CUDA_IQN_EMBED) */
+    double iqn_embed_elems;        /* ... from this many elements of z (IQN_EMBED_ELEMS;
+                                    * DQN_CUDA_IQN_EMBED_ELEMS) */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }
@@ -207,17 +213,21 @@ static inline int bc_vec(int d, const void *p0, const void *p1, const void *p2, 
     return d % 4 == 0 && a % 16 == 0 ? 4 : 1;
 }
 
-/* V consecutive floats (V = 1 or 4, the address aligned to V floats) */
+/* V consecutive floats (V = 1, 2 or 4, the address aligned to V floats) */
 template <int V> __device__ __forceinline__ void ldv(float (&o)[V], const float *p) {
     if constexpr (V == 4) {
         const float4 t = *reinterpret_cast<const float4 *>(p);
         o[0] = t.x, o[1] = t.y, o[2] = t.z, o[3] = t.w;
+    } else if constexpr (V == 2) {
+        const float2 t = *reinterpret_cast<const float2 *>(p);
+        o[0] = t.x, o[1] = t.y;
     } else {
         o[0] = *p;
     }
 }
 template <int V> __device__ __forceinline__ void stv(float *p, const float (&o)[V]) {
     if constexpr (V == 4) *reinterpret_cast<float4 *>(p) = make_float4(o[0], o[1], o[2], o[3]);
+    else if constexpr (V == 2) *reinterpret_cast<float2 *>(p) = make_float2(o[0], o[1]);
     else *p = o[0];
 }
 
@@ -462,6 +472,10 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
                                 float *dbeta, int M, int d);
 dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
                         int B, int T, int d);
+dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
+                              const float *h, float *C, float *phi, float *z, float *cat, int B,
+                              int T, int n_cos, int d, int keep);
+dqn_status cuda_iqn_embed_init(cuda_impl *c);
 dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
                         float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d);
 dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,

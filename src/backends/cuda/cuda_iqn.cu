@@ -5,36 +5,40 @@
 
 #define IQ_BATCH 16   /* iqn_bwd: taus whose inputs a thread loads before storing */
 
-/* cos(pi k tau) for V consecutive k of one row (a float4 store when V is 4), indices 32-bit. The
- * first k of the thread's run: k tau is split exactly into hi + lo (fmaf), hi reduced by an even
- * integer (exact), and sincospif takes the rounded sum in [-1, 1] (within 2 float ulps; the float
- * product pi*k*tau alone would be off by k ulps). The next V - 1 come by rotation through
- * (cos, sin)(pi tau), a few ulps each: one sincospif and four cosines per thread where cospif of
- * every k made the kernel compute-bound (about 40 instructions an element). */
+/* cos(pi k tau) for V consecutive k from k0 + 1 of one row. The first k of the run: k tau is
+ * split exactly into hi + lo (fmaf), hi reduced by an even integer (exact), and sincospif takes the
+ * rounded sum in [-1, 1] (within 2 float ulps; the float product pi*k*tau alone would be off by k
+ * ulps). The next V - 1 come by rotation through (cos, sin)(pi tau), a few ulps each: one
+ * sincospif and four cosines per thread where cospif of every k made the kernel compute-bound
+ * (about 40 instructions an element). */
+template <int V> __device__ __forceinline__ void cos_run(float t, int k0, float (&o)[V]) {
+    const float kf = (float)(k0 + 1), hi = kf * t, lo = fmaf(kf, t, -hi);
+    const float red = hi - 2.0f * rintf(0.5f * hi);
+    float s, c;
+    sincospif(red + lo, &s, &c);
+    o[0] = c;
+    if (V > 1) {
+        float s1, c1;
+        sincospif(t, &s1, &c1);
+#pragma unroll
+        for (int i = 1; i < V; i++) {
+            const float cn = fmaf(c, c1, -s * s1), sn = fmaf(s, c1, c * s1);
+            c = cn;
+            s = sn;
+            o[i] = c;
+        }
+    }
+}
+
+/* C [R, n_cos], a row's V consecutive k a thread (a float4 store when V is 4), indices 32-bit */
 template <int V>
 __global__ void k_cos_embed(const float *__restrict__ tau, float *__restrict__ C, int R, int n_cos) {
     KERNEL_PROLOGUE();
     const int nv = n_cos / V, n = R * nv;
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
         const int r = e / nv, k0 = e % nv * V;
-        const float t = tau[r];
         float o[V];
-        const float kf = (float)(k0 + 1), hi = kf * t, lo = fmaf(kf, t, -hi);
-        const float red = hi - 2.0f * rintf(0.5f * hi);
-        float s, c;
-        sincospif(red + lo, &s, &c);
-        o[0] = c;
-        if (V > 1) {
-            float s1, c1;
-            sincospif(t, &s1, &c1);
-#pragma unroll
-            for (int i = 1; i < V; i++) {
-                const float cn = fmaf(c, c1, -s * s1), sn = fmaf(s, c1, c * s1);
-                c = cn;
-                s = sn;
-                o[i] = c;
-            }
-        }
+        cos_run<V>(tau[r], k0, o);
         stv<V>(C + (size_t)r * n_cos + k0, o);
     }
 }
@@ -214,4 +218,176 @@ dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, cons
     if (!dphi_b) return DQN_OK;
     if (dps) return cuda_colsum(c, dps, B, d, NULL, NULL, NULL, NULL, dphi_b);
     return cuda_colsum(c, dphi, B * T, d, NULL, NULL, NULL, NULL, dphi_b);
+}
+
+/* ---- the embedding in one kernel (issue 3) ---- */
+
+/* z = h * ReLU(W cos(pi k tau) + b). W^T [K][D] stays in shared memory for the block's life; each
+ * warp takes RPW rows of a tile at a time, writes their cosines to its own slice of shared memory
+ * (and to C for the rows a backward reads), and each lane computes CPL columns of them: 64
+ * accumulators, RPW/4 + CPL/4 shared loads a k for 64 FMAs. No barrier after W's, so the warps
+ * drift apart and one's stores overlap another's arithmetic. The cuBLAS GEMM this replaces ran at
+ * 31 TFLOP/s (K = 64 is short for its tiles) and wrote phi for iqn_fwd to read back; here phi is
+ * written only where the backward needs it. */
+#define IE_WARPS 8
+#define IE_MAX_K 64
+
+template <int CPL> struct ie_shape {
+    static constexpr int D = 32 * CPL, RPW = 64 / CPL, TR = IE_WARPS * RPW;
+    static constexpr int V = CPL < 4 ? CPL : 4, G = CPL / V;   /* a lane's columns: G runs of V */
+    static constexpr size_t smem(int K) { return (size_t)K * (D + TR) * sizeof(float); }
+};
+
+template <int CPL>
+__global__ void __launch_bounds__(IE_WARPS * 32, 2)
+    k_iqn_embed(const float *__restrict__ tau, const float *__restrict__ W,
+                const float *__restrict__ b, const float *__restrict__ h, float *__restrict__ C,
+                float *__restrict__ phi, float *__restrict__ z, float *__restrict__ cat, int R,
+                int T, int K, int keep) {
+    typedef ie_shape<CPL> S;
+    constexpr int D = S::D, RPW = S::RPW, TR = S::TR, V = S::V, G = S::G;
+    extern __shared__ float4 ie_sm[];
+    float *Ws = (float *)ie_sm;   /* [K][D] */
+    KERNEL_PROLOGUE();
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    float *Aw = Ws + K * D + w * RPW;   /* [K][TR]: this warp's RPW columns of it */
+    /* lanes along j (conflict-free stores), 4 k a load (a row's sectors then come from L1) */
+    for (int e = tid; e < K / 4 * D; e += blockDim.x) {
+        const int j = e % D, k = e / D * 4;
+        float t[4];
+        ldv<4>(t, W + (size_t)j * K + k);
+#pragma unroll
+        for (int i = 0; i < 4; i++) Ws[(k + i) * D + j] = t[i];
+    }
+    float bias[CPL];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        float t[V];
+        ldv<V>(t, b + g * 32 * V + lane * V);
+#pragma unroll
+        for (int v = 0; v < V; v++) bias[g * V + v] = t[v];
+    }
+    __syncthreads();
+    const int tiles = (R + TR - 1) / TR;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int row0 = tile * TR + w * RPW;
+        if (row0 >= R) continue;   /* warp-uniform */
+        __syncwarp();   /* the last rows' cosines read */
+        {   /* a lane keeps one row: its k runs share the rotation's base */
+            const int r = lane % RPW, row = row0 + r;
+            const float t = row < R ? tau[row] : 0.0f;
+            for (int kq = lane / RPW; kq < K / 4; kq += 32 / RPW) {
+                float o[4];
+                cos_run<4>(t, kq * 4, o);
+#pragma unroll
+                for (int i = 0; i < 4; i++) Aw[(kq * 4 + i) * TR + r] = o[i];
+                if (C && row < keep) stv<4>(C + (size_t)row * K + kq * 4, o);
+            }
+        }
+        __syncwarp();
+        float acc[RPW][CPL];
+#pragma unroll
+        for (int i = 0; i < RPW; i++)
+#pragma unroll
+            for (int j = 0; j < CPL; j++) acc[i][j] = 0.0f;
+#pragma unroll 2
+        for (int k = 0; k < K; k++) {
+            float a[RPW], bb[CPL];
+#pragma unroll
+            for (int i = 0; i < RPW; i += 4) {
+                float t[4];
+                ldv<4>(t, Aw + k * TR + i);
+#pragma unroll
+                for (int v = 0; v < 4; v++) a[i + v] = t[v];
+            }
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                float t[V];
+                ldv<V>(t, Ws + k * D + g * 32 * V + lane * V);
+#pragma unroll
+                for (int v = 0; v < V; v++) bb[g * V + v] = t[v];
+            }
+#pragma unroll
+            for (int i = 0; i < RPW; i++)
+#pragma unroll
+                for (int j = 0; j < CPL; j++) acc[i][j] = fmaf(a[i], bb[j], acc[i][j]);
+        }
+#pragma unroll
+        for (int i = 0; i < RPW; i++) {
+            const int row = row0 + i;
+            if (row >= R) break;
+            const float *hs = h + (size_t)(row / T) * D;
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const int col = g * 32 * V + lane * V;
+                float hv[V], p[V], zz[V];
+                ldv<V>(hv, hs + col);
+#pragma unroll
+                for (int v = 0; v < V; v++) {
+                    const float x = acc[i][g * V + v] + bias[g * V + v];
+                    p[v] = x > 0.0f ? x : 0.0f;   /* the CPU's ReLU: NaN becomes 0 there too */
+                    zz[v] = hv[v] * p[v];
+                }
+                if (phi && row < keep) stv<V>(phi + (size_t)row * D + col, p);
+                stv<V>(z + (size_t)row * D + col, zz);
+                if (cat) {
+                    stv<V>(cat + (size_t)row * 2 * D + col, zz);
+                    stv<V>(cat + (size_t)row * 2 * D + D + col, hv);
+                }
+            }
+        }
+    }
+}
+
+/* The kernels' shared memory above the 48 KiB default is asked for once, outside any capture. */
+dqn_status cuda_iqn_embed_init(cuda_impl *c) {
+    (void)c;
+    CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)ie_shape<2>::smem(IE_MAX_K)));
+    CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)ie_shape<4>::smem(IE_MAX_K)));
+    CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)ie_shape<8>::smem(IE_MAX_K)));
+    return DQN_OK;
+}
+
+template <int CPL>
+static dqn_status ie_launch(cuda_impl *c, const float *tau, const float *W, const float *b,
+                            const float *h, float *C, float *phi, float *z, float *cat, int R,
+                            int T, int K, int keep) {
+    typedef ie_shape<CPL> S;
+    const size_t smem = S::smem(K);
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_iqn_embed<CPL>,
+                                                             IE_WARPS * 32, smem));
+    const int tiles = (R + S::TR - 1) / S::TR, cap = c->sm_count * (per_sm > 0 ? per_sm : 1);
+    KLAUNCH(k_iqn_embed<CPL>, tiles < cap ? tiles : cap, IE_WARPS * 32, smem, tau, W, b, h, C, phi,
+            z, cat, R, T, K, keep);
+    return DQN_OK;
+}
+
+dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
+                              const float *h, float *C, float *phi, float *z, float *cat, int B,
+                              int T, int n_cos, int d, int keep) {
+    CUDA_ARG(B >= 0 && T >= 0 && n_cos >= 0 && d >= 0 && (long)B * T <= INT32_MAX,
+             "iqn_embed_fwd: bad shape B=%d T=%d n_cos=%d d=%d", B, T, n_cos, d);
+    CUDA_ARG(keep >= 0 && keep <= B * T, "iqn_embed_fwd: keep=%d rows of %d", keep, B * T);
+    CUDA_ARG(tau && W && b && h && C && phi && z, "iqn_embed_fwd: a NULL input or output");
+    cuda_impl *c = cuda_of(be);
+    const int R = B * T;
+    const uintptr_t al = (uintptr_t)W | (uintptr_t)b | (uintptr_t)h | (uintptr_t)C |
+                         (uintptr_t)phi | (uintptr_t)z | (uintptr_t)cat;
+    const int fits = (d == 64 || d == 128 || d == 256) && n_cos % 4 == 0 && n_cos > 0 &&
+                     n_cos <= IE_MAX_K && al % 16 == 0 &&
+                     (double)R * (double)d >= c->iqn_embed_elems &&
+                     (c->iqn_embed == 2 || (c->iqn_embed == 1 && c->compute == CUBLAS_COMPUTE_32F));
+    if (R == 0) return DQN_OK;
+    if (!fits) {
+        DQN_TRY(cuda_cos_embed(be, tau, C, R, n_cos));
+        DQN_TRY(cuda_linear_act_fwd(be, C, W, b, phi, R, n_cos, d, DQN_ACT_RELU));
+        return cuda_iqn_fwd(be, h, phi, z, cat, B, T, d);
+    }
+    if (d == 64) return ie_launch<2>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep);
+    if (d == 128) return ie_launch<4>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep);
+    return ie_launch<8>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep);
 }
