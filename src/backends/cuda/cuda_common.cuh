@@ -33,7 +33,7 @@ extern "C" {
  * 16384 x 64, loses 3 us). DQN_CUDA_HEADS_GEMM_ELEMS overrides it at start-up, to compare. */
 #define HF_GEMM_ELEMS ((long)1 << 21)
 /* iqn_embed_fwd in one kernel from this many elements of z (R x d); below, its three ops */
-#define IQN_EMBED_ELEMS ((double)(1 << 23))
+#define IQN_EMBED_ELEMS ((double)(1 << 22))
 /* Own GEMM kernels (cuda_sgemm.cu) up to this many multiply-adds (fp32, layers at most 128 wide:
  * cuda_gemm.cu), cuBLAS above; DQN_CUDA_OWN_GEMM_MACS overrides it at start-up (0: cuBLAS
  * everywhere), to compare. */
