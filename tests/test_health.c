@@ -275,6 +275,10 @@ static void test_faults(void) {
                           (long long)b.event.update, b.event.kind);
                     CHECK(b.tot[s].first_event_update == 5, "%s: first event of the slot",
                           spec);
+                    if (s == tab.phi && kind == 1)   /* the embedding's one op would hide it */
+                        CHECK(b.tot[tab.z].first_event_update == 5,
+                              "%s %s: the fault in phi missed z (z's first event %lld)",
+                              arch_name[sm], mn, (long long)b.tot[tab.z].first_event_update);
                     if (kind == 3)
                         CHECK(b.event.value == 1e30f && b.event.index == DQN_HEALTH_NO_INDEX,
                               "%s: value %g", spec, b.event.value);
