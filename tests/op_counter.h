@@ -13,6 +13,7 @@
  * wrapper here to be counted; oc_unwrapped() says how many compute ops have none. */
 #ifndef DQN_TEST_OP_COUNTER_H
 #define DQN_TEST_OP_COUNTER_H
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,10 +185,23 @@ OC_WRAP(iqn_fwd, 1,
         (dqn_backend *be, const float *h, const float *phi, float *z, float *cat, int B, int T,
          int d),
         (oc_inner, h, phi, z, cat, B, T, d))
-OC_WRAP(iqn_embed_fwd, (OC_GEMM(B * T, n_cos, d, 1), 1),
-        (dqn_backend *be, const float *tau, const float *W, const float *b, const float *h,
-         float *C, float *phi, float *z, float *cat, int B, int T, int n_cos, int d, int keep),
-        (oc_inner, tau, W, b, h, C, phi, z, cat, B, T, n_cos, d, keep))
+/* iqn_embed_fwd may leave C and phi unwritten past their first keep rows (CUDA's kernel does):
+ * here they become NaN, so that an update through the counter shows whether anything reads them */
+static dqn_status oc_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W,
+                                   const float *b, const float *h, float *C, float *phi, float *z,
+                                   float *cat, int B, int T, int n_cos, int d, int keep) {
+    (void)be;
+    OC_HIT(iqn_embed_fwd, 1);
+    OC_GEMM(B * T, n_cos, d, 1);
+    if (oc_dry) return DQN_OK;
+    dqn_status s = oc_inner->ops->iqn_embed_fwd(oc_inner, tau, W, b, h, C, phi, z, cat, B, T,
+                                                n_cos, d, keep);
+    const size_t R = (size_t)B * (size_t)T;
+    for (size_t i = (size_t)keep * (size_t)n_cos; s == DQN_OK && i < R * (size_t)n_cos; i++)
+        C[i] = NAN;
+    for (size_t i = (size_t)keep * (size_t)d; s == DQN_OK && i < R * (size_t)d; i++) phi[i] = NAN;
+    return s;
+}
 OC_WRAP(iqn_bwd, 1,
         (dqn_backend *be, const float *dcat, const float *h, const float *phi, float *dz,
          float *dh, float *dphi, float *dphi_b, int B, int T, int d),

@@ -1157,23 +1157,26 @@ static void test_fused_graph(void) {
 
 /* ---- the model's whole update: captured into one graph on CUDA, replayed, against the CPU ---- */
 
-static void test_model_update(int bottleneck, dqn_target_mode mode, int split, int B, int T) {
-    printf("model update x3 (graph capture + 2 replays): B=%d N=K=Nt=%d, bottleneck %d%s, %s "
-           "targets\n", B, T, bottleneck, split ? " (split)" : "",
+/* on the backend g, with trunk width d and K taus for the argmax (K == T: one online pass over
+ * x and x', whose backward reads the first half) */
+static void test_model_update_on(dqn_backend *g, int d, int bottleneck, dqn_target_mode mode,
+                                 int split, int B, int T, int K) {
+    printf("model update x3 (graph capture + 2 replays): B=%d N=Nt=%d K=%d d=%d, bottleneck %d%s, "
+           "%s targets\n", B, T, K, d, bottleneck, split ? " (split)" : "",
            mode == DQN_TARGET_MEAN ? "mean" : "independent");
     const int sizes[3] = {3, 5, 5}, cap = 500, obs = 6, D = 3;
-    dqn_arch a = {.obs_dim = obs, .d = 32, .grn_blocks = 2, .n_cos = 16, .bottleneck = bottleneck,
+    dqn_arch a = {.obs_dim = obs, .d = d, .grn_blocks = 2, .n_cos = 16, .bottleneck = bottleneck,
                   .head_hidden = 32};
     dqn_branches_init(&a.br, D, sizes);
     /* eps well above gradient rounding: Adam's sign-like first steps must not amplify it */
-    dqn_update_cfg u = {.B = B, .N = T, .Nt = T, .K = T, .mode = mode, .kappa = 1.0f,
+    dqn_update_cfg u = {.B = B, .N = T, .Nt = T, .K = K, .mode = mode, .kappa = 1.0f,
                         .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .adam_eps = 1e-4f,
                         .weight_decay = 0.01f, .grad_clip = 10.0f, .head_grad_clip = 5.0f,
                         .target_period = 2, .tau_target = 0.0f, .seed = 7,
                         .bn_split_rows = split ? 1 : 0};
     dqn_model mc, mg;
     CHECK_OK(dqn_model_create(&mc, cpu, &a, &u));
-    CHECK_OK(dqn_model_create(&mg, gpu, &a, &u));
+    CHECK_OK(dqn_model_create(&mg, g, &a, &u));
     CHECK_OK(dqn_model_init_weights(&mc, 3));
     CHECK_OK(dqn_model_init_weights(&mg, 3));
     /* one replay of random transitions on each backend */
@@ -1216,6 +1219,10 @@ static void test_model_update(int bottleneck, dqn_target_mode mode, int split, i
     dqn_model_destroy(&mc);
     dqn_model_destroy(&mg);
     release_all();
+}
+
+static void test_model_update(int bottleneck, dqn_target_mode mode, int split, int B, int T) {
+    test_model_update_on(gpu, 32, bottleneck, mode, split, B, T, T);
 }
 
 /* Time of one whole update as a graph replay (CUDA only): the figure the update step is judged by. */
@@ -1452,6 +1459,18 @@ int main(void) {
     /* H = 32: the joint online pass of 2 B N rows takes heads_fwd's GEMM path, the target pass
      * (B Nt) the warp kernel */
     if (full) test_model_update(24, DQN_TARGET_MEAN, 0, HEADS_GEMM_ELEMS / 32 / 32, 16);
+    /* the IQN embedding's one kernel in the update (a backend that takes it at any size): phi
+     * and the cosines kept for the backward's rows only, with and without the joint pass */
+    dqn_backend *emb_m = NULL;
+    setenv("DQN_CUDA_IQN_EMBED_ELEMS", "0", 1);
+    CHECK_OK(dqn_backend_cuda_create(&emb_m, 0, DQN_MATH_FP32));
+    unsetenv("DQN_CUDA_IQN_EMBED_ELEMS");
+    if (emb_m) {
+        test_model_update_on(emb_m, 64, 24, DQN_TARGET_MEAN, 0, 64, 8, 8);
+        test_model_update_on(emb_m, 64, 24, DQN_TARGET_INDEPENDENT, 1, 37, 8, 5);
+        test_model_update_on(emb_m, 128, 0, DQN_TARGET_MEAN, 0, 48, 8, 8);
+        emb_m->ops->destroy(emb_m);
+    }
     if (full) time_model_updates();
     test_errors();
 

@@ -1,5 +1,6 @@
 /* The update's op structure, counted on the counting CPU backend (tests/op_counter.h): the counter
- * is faithful (an update through it equals one on the plain CPU backend bit for bit); with K == N
+ * is faithful (an update through it equals one on the plain CPU backend bit for bit, though it
+ * leaves NaN in the rows of C and phi that iqn_embed_fwd need not write); with K == N
  * the online net runs one pass over x and x' (two forward passes in all, three when K != N);
  * each pass runs the fused heads, GRN and IQN ops (the embedding in one) and none of the ops they
  * replace, and the split bottleneck when asked; the backward has no axpy but the GRN residuals';
