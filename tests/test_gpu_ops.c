@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "backends/backend.h"
-#include "core/error.h"
 #include "check.h"
 #include "dqn_philox.h"
 #include "model/model.h"
@@ -405,15 +404,6 @@ static void test_iqn(int B, int T, int d, int n_cos, int timed) {
     release_all();
 }
 
-/* the three ops iqn_embed_fwd stands for, on the GPU (to time against) */
-static dqn_status iqn_embed_unfused(dqn_backend *be, const float *tau, const float *W,
-                                    const float *b, const float *h, float *C, float *phi, float *z,
-                                    float *cat, int B, int T, int n_cos, int d) {
-    DQN_TRY(be->ops->cos_embed(be, tau, C, B * T, n_cos));
-    DQN_TRY(be->ops->linear_act_fwd(be, C, W, b, phi, B * T, n_cos, d, DQN_ACT_RELU));
-    return be->ops->iqn_fwd(be, h, phi, z, cat, B, T, d);
-}
-
 /* iqn_embed_fwd against the CPU's three ops: z and cat in full, C and phi in their first keep
  * samples' rows (past them the op may leave them unwritten); d of 64, 128 and 256 with n_cos a
  * multiple of 4 up to 64 take the one-kernel path, other shapes and TF32 the three ops */
@@ -442,7 +432,7 @@ static void test_iqn_embed(dqn_backend *g, int B, int T, int d, int n_cos, int k
         TIME_ON(g, "iqn_embed_fwd", g->ops->iqn_embed_fwd(g, tau.g, W.g, b.g, h.g, C.g, phi.g, z.g,
                                                           cat.g, B, T, n_cos, d, kr));
         TIME_ON(g, "cos_embed + linear_act_fwd + iqn_fwd",
-                iqn_embed_unfused(g, tau.g, W.g, b.g, h.g, C.g, phi.g, z.g, cat.g, B, T, n_cos, d));
+                dqn_iqn_embed_seq(g, tau.g, W.g, b.g, h.g, C.g, phi.g, z.g, cat.g, B, T, n_cos, d));
     }
     release_all();
 }
@@ -1311,6 +1301,15 @@ static void test_errors(void) {
     CHECK(s == DQN_ERR_ARG && none == NULL, "device index out of range: %s", dqn_last_error());
 }
 
+/* an fp32 CUDA backend made with the switch var=val (NULL, checked, when it cannot be made) */
+static dqn_backend *cuda_with(const char *var, const char *val) {
+    dqn_backend *be = NULL;
+    setenv(var, val, 1);
+    CHECK_OK(dqn_backend_cuda_create(&be, 0, DQN_MATH_FP32));
+    unsetenv(var);
+    return be;
+}
+
 int main(void) {
     dqn_status s = dqn_backend_cuda_create(&gpu, 0, DQN_MATH_FP32);
     if (s == DQN_ERR_UNSUPPORTED) {
@@ -1340,10 +1339,7 @@ int main(void) {
     if (full) test_linear(4096, 256, 512, 1, 0);
     if (full) test_linear(OWN_GEMM_MACS / (64 * 48) + 1000, 64, 48, 0, 0);
     {   /* cuBLAS at the small shapes too (DQN_CUDA_OWN_GEMM_MACS=0), as the A/B benchmarks use it */
-        dqn_backend *own = gpu, *blas = NULL;
-        setenv("DQN_CUDA_OWN_GEMM_MACS", "0", 1);
-        CHECK_OK(dqn_backend_cuda_create(&blas, 0, DQN_MATH_FP32));
-        unsetenv("DQN_CUDA_OWN_GEMM_MACS");
+        dqn_backend *own = gpu, *blas = cuda_with("DQN_CUDA_OWN_GEMM_MACS", "0");
         if (blas) {
             gpu = blas;
             printf("cuBLAS at every size:\n");
@@ -1382,13 +1378,10 @@ int main(void) {
     if (full) test_iqn(256, 32, 256, 64, 1);
     test_iqn(3, 5, 8, 37, 0);   /* rows longer than a warp, not a multiple of it */
     test_iqn(3, 5, 8, 12, 0);   /* float4 stores of the cosines */
-    /* iqn_embed_fwd: the one-kernel path (a backend that takes it at any size) at each width,
-     * with a short last tile and keep inside a tile; the three ops (d = 96, n_cos = 37, TF32,
-     * and below IQN_EMBED_ELEMS on the default backend) */
-    dqn_backend *emb = NULL;
-    setenv("DQN_CUDA_IQN_EMBED_ELEMS", "0", 1);
-    CHECK_OK(dqn_backend_cuda_create(&emb, 0, DQN_MATH_FP32));
-    unsetenv("DQN_CUDA_IQN_EMBED_ELEMS");
+    /* iqn_embed_fwd: the one-kernel path (emb takes it at any size) at each width, with a short
+     * last tile and keep inside a tile; the three ops (d = 96, n_cos = 37, TF32, and below
+     * IQN_EMBED_ELEMS on the default backend) */
+    dqn_backend *emb = cuda_with("DQN_CUDA_IQN_EMBED_ELEMS", "0");
     if (emb) {
         test_iqn_embed(emb, 9, 7, 64, 64, 4, 0, TOL_RED, 0);
         test_iqn_embed(emb, 5, 11, 128, 12, 5, 1, TOL_RED, 0);
@@ -1403,7 +1396,6 @@ int main(void) {
             test_iqn_embed(emb, 1024, 32, 256, 64, 1024, 0, TOL_RED, 1);
             test_iqn_embed(emb, 256, 32, 256, 64, 128, 0, TOL_RED, 1);
         }
-        emb->ops->destroy(emb);
     }
     test_iqn_embed(gpu, 6, 8, 64, 64, 3, 0, TOL_RED, 0);
     test_iqn_embed(gpu_tf32, 6, 8, 64, 64, 3, 0, TOL_TF32, 0);
@@ -1459,17 +1451,13 @@ int main(void) {
     /* H = 32: the joint online pass of 2 B N rows takes heads_fwd's GEMM path, the target pass
      * (B Nt) the warp kernel */
     if (full) test_model_update(24, DQN_TARGET_MEAN, 0, HEADS_GEMM_ELEMS / 32 / 32, 16);
-    /* the IQN embedding's one kernel in the update (a backend that takes it at any size): phi
-     * and the cosines kept for the backward's rows only, with and without the joint pass */
-    dqn_backend *emb_m = NULL;
-    setenv("DQN_CUDA_IQN_EMBED_ELEMS", "0", 1);
-    CHECK_OK(dqn_backend_cuda_create(&emb_m, 0, DQN_MATH_FP32));
-    unsetenv("DQN_CUDA_IQN_EMBED_ELEMS");
-    if (emb_m) {
-        test_model_update_on(emb_m, 64, 24, DQN_TARGET_MEAN, 0, 64, 8, 8);
-        test_model_update_on(emb_m, 64, 24, DQN_TARGET_INDEPENDENT, 1, 37, 8, 5);
-        test_model_update_on(emb_m, 128, 0, DQN_TARGET_MEAN, 0, 48, 8, 8);
-        emb_m->ops->destroy(emb_m);
+    /* the IQN embedding's one kernel in the update: phi and the cosines kept for the backward's
+     * rows only, with and without the joint pass */
+    if (emb) {
+        test_model_update_on(emb, 64, 24, DQN_TARGET_MEAN, 0, 64, 8, 8);
+        test_model_update_on(emb, 64, 24, DQN_TARGET_INDEPENDENT, 1, 37, 8, 5);
+        test_model_update_on(emb, 128, 0, DQN_TARGET_MEAN, 0, 48, 8, 8);
+        emb->ops->destroy(emb);
     }
     if (full) time_model_updates();
     test_errors();

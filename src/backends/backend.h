@@ -363,4 +363,10 @@ int dqn_backend_cuda_available(void);
 
 void dqn_branches_init(dqn_branches *br, int D, const int *sizes);
 
+/* iqn_embed_fwd as its three ops through be's table (op_sequences.c): cos_embed, linear_act_fwd
+ * (ReLU), iqn_fwd; every row of C and phi written */
+dqn_status dqn_iqn_embed_seq(dqn_backend *be, const float *tau, const float *W, const float *b,
+                             const float *h, float *C, float *phi, float *z, float *cat, int B,
+                             int T, int n_cos, int d);
+
 #endif

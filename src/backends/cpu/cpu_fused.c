@@ -117,9 +117,7 @@ dqn_status cpu_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, 
                              int T, int n_cos, int d, int keep) {
     REQUIRE(B >= 0 && T >= 0 && (long)B * T <= INT32_MAX && keep >= 0 && keep <= B * T,
             "iqn_embed_fwd: B=%d T=%d keep=%d", B, T, keep);
-    DQN_TRY(be->ops->cos_embed(be, tau, C, B * T, n_cos));
-    DQN_TRY(be->ops->linear_act_fwd(be, C, W, b, phi, B * T, n_cos, d, DQN_ACT_RELU));
-    return cpu_iqn_fwd(be, h, phi, z, cat, B, T, d);
+    return dqn_iqn_embed_seq(be, tau, W, b, h, C, phi, z, cat, B, T, n_cos, d);
 }
 
 /* Per element, the sequence's operations in its order: dh2 = 0 + the dcat sums (concat_bcast_bwd

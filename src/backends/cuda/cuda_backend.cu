@@ -261,7 +261,7 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
                                                                   : CUBLAS_DEFAULT_MATH));
     c->compute = math == DQN_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     CUBLAS_CHECK(cublasLtCreate(&c->lt));
-    DQN_TRY(cuda_iqn_embed_init(c));
+    DQN_TRY(cuda_iqn_embed_init());
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     return DQN_OK;
 }

@@ -475,7 +475,7 @@ dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float
 dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
                               const float *h, float *C, float *phi, float *z, float *cat, int B,
                               int T, int n_cos, int d, int keep);
-dqn_status cuda_iqn_embed_init(cuda_impl *c);
+dqn_status cuda_iqn_embed_init(void);
 dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
                         float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d);
 dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,

@@ -340,8 +340,7 @@ __global__ void __launch_bounds__(IE_WARPS * 32, 2)
 }
 
 /* The kernels' shared memory above the 48 KiB default is asked for once, outside any capture. */
-dqn_status cuda_iqn_embed_init(cuda_impl *c) {
-    (void)c;
+dqn_status cuda_iqn_embed_init(void) {
     CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)ie_shape<2>::smem(IE_MAX_K)));
     CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -382,11 +381,7 @@ dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W,
                      (double)R * (double)d >= c->iqn_embed_elems &&
                      (c->iqn_embed == 2 || (c->iqn_embed == 1 && c->compute == CUBLAS_COMPUTE_32F));
     if (R == 0) return DQN_OK;
-    if (!fits) {
-        DQN_TRY(cuda_cos_embed(be, tau, C, R, n_cos));
-        DQN_TRY(cuda_linear_act_fwd(be, C, W, b, phi, R, n_cos, d, DQN_ACT_RELU));
-        return cuda_iqn_fwd(be, h, phi, z, cat, B, T, d);
-    }
+    if (!fits) return dqn_iqn_embed_seq(be, tau, W, b, h, C, phi, z, cat, B, T, n_cos, d);
     if (d == 64) return ie_launch<2>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep);
     if (d == 128) return ie_launch<4>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep);
     return ie_launch<8>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep);
