@@ -189,13 +189,14 @@ OC_WRAP(iqn_fwd, 1,
  * here they become NaN, so that an update through the counter shows whether anything reads them */
 static dqn_status oc_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W,
                                    const float *b, const float *h, float *C, float *phi, float *z,
-                                   float *cat, int B, int T, int n_cos, int d, int keep) {
+                                   float *cat, int B, int T, int n_cos, int d, int keep,
+                                   const void *hplan) {
     (void)be;
     OC_HIT(iqn_embed_fwd, 1);
     OC_GEMM(B * T, n_cos, d, 1);
     if (oc_dry) return DQN_OK;
     dqn_status s = oc_inner->ops->iqn_embed_fwd(oc_inner, tau, W, b, h, C, phi, z, cat, B, T,
-                                                n_cos, d, keep);
+                                                n_cos, d, keep, hplan);
     const size_t R = (size_t)B * (size_t)T;
     for (size_t i = (size_t)keep * (size_t)n_cos; s == DQN_OK && i < R * (size_t)n_cos; i++)
         C[i] = NAN;

@@ -462,21 +462,176 @@ static void test_op_adam(void) {
     free(hb);
 }
 
+/* ---- phi's and z's checks computed by the embedding's kernel (hosted) ---- */
+
+/* emb (a backend that takes the one-kernel embedding at any size) runs iqn_embed_fwd with the
+ * deferred plan of phi's and z's first keep rows, then a commit that finishes it: its records
+ * must be those of the same op without the plan followed by the plan as its own kernel (the
+ * same values, so counts, maxima and indices exactly, sums to rounding), and the CPU's op with
+ * the plan must count the same non-finite elements at the same first index. Variants: 0 clean;
+ * 1 NaN, +-Inf and 1e25 in h (z's tiles rescanned exactly); 2 an infinite bias (a column of phi
+ * +Inf); 3 weights and biases near 1e-20 (sub-1e-18 tiles, whose float squares would flush). */
+static void test_hosted_embed(dqn_backend *emb, int B, int T, int d, int n_cos, int keep_states,
+                              int variant) {
+    const int R = B * T, keep = keep_states * T;
+    const size_t nz = (size_t)R * d;
+    float *tau = malloc((size_t)R * 4), *W = malloc((size_t)d * n_cos * 4), *bb = malloc((size_t)d * 4),
+          *h = malloc((size_t)B * d * 4);
+    for (int i = 0; i < R; i++) tau[i] = 0.5f + 0.5f * rnd();
+    for (int i = 0; i < d * n_cos; i++) W[i] = (variant == 3 ? 1e-20f : 0.3f) * rnd();
+    for (int i = 0; i < d; i++) bb[i] = (variant == 3 ? 1e-21f : 0.5f) * rnd();
+    for (int i = 0; i < B * d; i++) h[i] = rnd();
+    if (variant == 1) {
+        h[1 * d + 5] = NAN;
+        h[2 * d + 1] = INFINITY;
+        h[(keep_states - 1) * d + 3] = -INFINITY;
+        h[3 * d + 2] = -1e25f;
+    }
+    if (variant == 2) bb[4] = INFINITY;
+    const float *host_in[4] = {tau, W, bb, h};
+    const size_t in_n[4] = {(size_t)R, (size_t)d * n_cos, (size_t)d, (size_t)B * d};
+    float *gin[4], *go[4], *co[4];   /* outputs: C, phi, z (and a spare) */
+    for (int k = 0; k < 4; k++) {
+        CHECK_OK(gpu->ops->alloc(gpu, (void **)&gin[k], in_n[k] * 4));
+        CHECK_OK(gpu->ops->h2d(gpu, gin[k], host_in[k], in_n[k] * 4));
+    }
+    const size_t out_n[3] = {(size_t)R * n_cos, nz, nz};
+    for (int k = 0; k < 3; k++) {
+        CHECK_OK(gpu->ops->alloc(gpu, (void **)&go[k], out_n[k] * 4));
+        co[k] = malloc(out_n[k] * 4);
+    }
+    CHECK_OK(gpu->ops->sync(gpu));
+    /* three health blocks: hosted (0), the plan as its own kernel (1), the CPU (2) */
+    dqn_health_block *blk[3], *got[3];
+    uint64_t *stp[3], st0 = 3;
+    for (int k = 0; k < 3; k++) {
+        got[k] = calloc(1, sizeof *got[k]);
+        got[k]->event.slot = -1;
+        for (int i = 0; i < 4; i++) got[k]->isv[i] = i == 1 ? 0.0f : 0.25f * (float)(i + 1);
+        if (k < 2) {
+            CHECK_OK(emb->ops->alloc(emb, (void **)&blk[k], sizeof *blk[k]));
+            CHECK_OK(emb->ops->h2d(emb, blk[k], got[k], sizeof *got[k]));
+            CHECK_OK(emb->ops->alloc(emb, (void **)&stp[k], 8));
+            CHECK_OK(emb->ops->h2d(emb, stp[k], &st0, 8));
+        } else {
+            blk[k] = calloc(1, sizeof *blk[k]);
+            *blk[k] = *got[k];
+            stp[k] = malloc(8);
+            *stp[k] = st0;
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        dqn_backend *be = k < 2 ? emb : cpu;
+        float *C = k < 2 ? go[0] : co[0], *phi = k < 2 ? go[1] : co[1], *z = k < 2 ? go[2] : co[2];
+        dqn_hcheck ck[2];
+        memset(ck, 0, sizeof ck);
+        for (int j = 0; j < 2; j++) {
+            ck[j].x = j ? z : phi;
+            ck[j].n = (size_t)keep * d;
+            ck[j].slot = j;
+            ck[j].isv_bound = j;   /* 1: unset, the floor */
+            ck[j].isv_scale = 2 + j;
+            ck[j].isv_stat = -1;
+        }
+        dqn_hplan_desc dd = {.blk = blk[k], .step = stp[k], .guard_scale = 1e6f,
+                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = 1, .checks = ck,
+                             .n_checks = 2, .defer = 1};
+        void *pd, *pc;
+        CHECK_OK(be->ops->health_plan(be, &dd, &pd));
+        void *const df[1] = {pd};
+        dqn_hplan_desc dc = {.blk = blk[k], .step = stp[k], .guard_scale = 1e6f,
+                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = 1, .commit = 1,
+                             .n_slots = 2, .rollback_slot = -1, .deferred = df, .n_deferred = 1};
+        CHECK_OK(be->ops->health_plan(be, &dc, &pc));
+        const float *in[4] = {gin[0], gin[1], gin[2], gin[3]};
+        if (k == 2)
+            for (int i = 0; i < 4; i++) in[i] = host_in[i];
+        CHECK_OK(be->ops->iqn_embed_fwd(be, in[0], in[1], in[2], in[3], C, phi, z, NULL, B, T,
+                                        n_cos, d, keep, k == 1 ? NULL : pd));
+        if (k == 1) CHECK_OK(be->ops->health_check(be, pd));
+        CHECK_OK(be->ops->health_check(be, pc));
+        CHECK_OK(be->ops->sync(be));
+        if (k < 2) CHECK_OK(be->ops->d2h(be, got[k], blk[k], sizeof *got[k]));
+        else *got[k] = *blk[k];
+        be->ops->health_plan_free(be, pc);
+        be->ops->health_plan_free(be, pd);
+    }
+    const dqn_hslot_cur *a = got[0]->cur, *e = got[1]->cur, *c = got[2]->cur;
+    int events = 0;
+    for (int j = 0; j < 2; j++) {
+        const char *nm = j ? "z" : "phi";
+        CHECK(a[j].nonfinite == e[j].nonfinite && a[j].nan == e[j].nan &&
+                  a[j].event == e[j].event && a[j].maxabs == e[j].maxabs &&
+                  a[j].bound == e[j].bound && a[j].first_index == e[j].first_index &&
+                  (a[j].first_value == e[j].first_value ||
+                   (isnan(a[j].first_value) && isnan(e[j].first_value))),
+              "hosted %s B=%d T=%d d=%d keep=%d v%d: %u/%u ev %u max %g idx %llu; as a kernel "
+              "%u/%u ev %u max %g idx %llu", nm, B, T, d, keep, variant, a[j].nonfinite, a[j].nan,
+              a[j].event, a[j].maxabs, (unsigned long long)a[j].first_index, e[j].nonfinite,
+              e[j].nan, e[j].event, e[j].maxabs, (unsigned long long)e[j].first_index);
+        CHECK(rel_err(a[j].rms, e[j].rms, 1e-37) < 1e-6 &&
+                  rel_err(a[j].meanabs, e[j].meanabs, 1e-37) < 1e-6,
+              "hosted %s v%d: rms %g / %g, mean %g / %g", nm, variant, a[j].rms, e[j].rms,
+              a[j].meanabs, e[j].meanabs);
+        CHECK(a[j].nonfinite == c[j].nonfinite && a[j].nan == c[j].nan &&
+                  a[j].first_index == c[j].first_index && a[j].event == c[j].event &&
+                  rel_err(a[j].maxabs, c[j].maxabs, 1e-37) < 1e-5,
+              "hosted %s v%d against the cpu: %u/%u idx %llu max %g; cpu %u/%u idx %llu max %g",
+              nm, variant, a[j].nonfinite, a[j].nan, (unsigned long long)a[j].first_index,
+              a[j].maxabs, c[j].nonfinite, c[j].nan, (unsigned long long)c[j].first_index,
+              c[j].maxabs);
+        CHECK(got[0]->isv[2 + j] == got[1]->isv[2 + j] && got[0]->tot[j].nonfinite ==
+                  got[1]->tot[j].nonfinite, "hosted %s v%d: isv / totals", nm, variant);
+        events += a[j].event != 0;
+    }
+    CHECK(got[0]->event.slot == got[1]->event.slot && got[0]->updates == 1,
+          "hosted v%d: event slot %d / %d", variant, got[0]->event.slot, got[1]->event.slot);
+    CHECK((variant == 1 || variant == 2) == (events > 0) &&
+              (variant != 3 || (a[1].maxabs > 0.0f && a[1].maxabs < 1e-17f && a[1].rms > 0.0f)),
+          "hosted v%d: the variant's values were not what it tests (%d events, z max %g rms %g)",
+          variant, events, a[1].maxabs, a[1].rms);
+    printf("  hosted embedding B=%d T=%d d=%d keep=%d variant %d: phi %u non-finite, max %g, rms "
+           "%g; z %u non-finite, max %g, rms %g\n", B, T, d, keep, variant, a[0].nonfinite,
+           a[0].maxabs, a[0].rms, a[1].nonfinite, a[1].maxabs, a[1].rms);
+    for (int k = 0; k < 4; k++) gpu->ops->free(gpu, gin[k]);
+    for (int k = 0; k < 3; k++) {
+        gpu->ops->free(gpu, go[k]);
+        free(co[k]);
+        free(got[k]);
+        if (k < 2) {
+            emb->ops->free(emb, blk[k]);
+            emb->ops->free(emb, stp[k]);
+        } else {
+            free(blk[k]);
+            free(stp[k]);
+        }
+    }
+    free(tau);
+    free(W);
+    free(bb);
+    free(h);
+}
+
 /* ---- the captured update ---- */
 
-static void test_faults(int small) {
+/* on be; hosted: only the slots around the embedding (obs and the first GRN block's output,
+ * whose faults reach phi's and z's hosted checks, and phi and z themselves), on the models'
+ * full widths (the embedding's kernel takes d = 64 and 256, not the small rigs' 16) */
+static void test_faults_on(dqn_backend *be, int small, int hosted) {
     int runs = 0;
     for (int variant = 0; variant < (small ? 1 : 3); variant++) {   /* 2: the bottleneck split */
         dqn_health_table tab;
         int sm = rig_fault_variant(variant, &tab);
-        for (int s = 0; s < tab.n_slots; s++)
+        for (int s = 0; s < tab.n_slots; s++) {
+            if (hosted && s != tab.obs && s != tab.grn_out[0] && s != tab.phi && s != tab.z)
+                continue;
             for (int kind = 1; kind <= (small ? 1 : 3); kind++)
                 for (int mode = DQN_HEALTH_DETECT; mode <= DQN_HEALTH_GUARD; mode++) {
                     char spec[64];
                     snprintf(spec, sizeof spec, "%s:5:%s", tab.slot[s].name, kind_name[kind]);
                     rig g, c;
-                    CHECK_OK(rig_make_on(&g, gpu, sm, 0, 8, 4, (dqn_health_mode)mode, spec));
-                    CHECK_OK(rig_make_on(&c, cpu, sm, 0, 8, 4, (dqn_health_mode)mode, spec));
+                    CHECK_OK(rig_make_on(&g, be, sm, hosted, 8, 4, (dqn_health_mode)mode, spec));
+                    CHECK_OK(rig_make_on(&c, cpu, sm, hosted, 8, 4, (dqn_health_mode)mode, spec));
                     int n = mode == DQN_HEALTH_GUARD ? 12 : 8;
                     CHECK_OK(rig_updates(&g, n));
                     CHECK_OK(rig_updates(&c, n));
@@ -497,22 +652,30 @@ static void test_faults(int small) {
                               "cuda guard %s: skipped %llu / cpu %llu", spec,
                               (unsigned long long)bg.skipped, (unsigned long long)bc.skipped);
                     }
+                    /* the checks downstream of the fault count what the CPU's count */
+                    CHECK(bg.cur[tab.z].nonfinite == bc.cur[tab.z].nonfinite &&
+                              bg.tot[tab.z].nonfinite == bc.tot[tab.z].nonfinite,
+                          "cuda %s %s: z has %u non-finite, %llu in all; cpu %u, %llu",
+                          mode == 1 ? "detect" : "guard", spec, bg.cur[tab.z].nonfinite,
+                          (unsigned long long)bg.tot[tab.z].nonfinite, bc.cur[tab.z].nonfinite,
+                          (unsigned long long)bc.tot[tab.z].nonfinite);
                     rig_free(&g);
                     rig_free(&c);
                     runs++;
                 }
+        }
     }
     rig_split_rows = 0;
-    printf("cuda fault runs: %d\n", runs);
+    printf("cuda fault runs%s: %d\n", hosted ? " (the embedding's checks hosted)" : "", runs);
 }
 
 /* detect and guard change no value on healthy training; the health state matches the CPU's */
-static void test_bitwise_and_parity(int big, int B, int T) {
+static void test_bitwise_and_parity(dqn_backend *be, int big, int B, int T) {
     for (int sm = 0; sm < 2; sm++) {
         float *st[3] = {NULL, NULL, NULL};
         for (int mode = 0; mode < 3; mode++) {
             rig g;
-            CHECK_OK(rig_make_on(&g, gpu, sm, big, B, T, (dqn_health_mode)mode, NULL));
+            CHECK_OK(rig_make_on(&g, be, sm, big, B, T, (dqn_health_mode)mode, NULL));
             CHECK_OK(rig_updates(&g, 20));
             st[mode] = rig_state(&g);
             size_t n = 4 * g.m.L.n_params * sizeof(float);
@@ -554,14 +717,33 @@ int main(void) {
     test_op(small ? 70001 : 9000001);
     test_op_shapes(2200003);
     test_op_adam();
-    if (getenv("DQN_GPU_HEALTH_OPS_ONLY")) {   /* the sanitizer runs: the kernels alone */
-        gpu->ops->destroy(gpu);
-        cpu->ops->destroy(cpu);
-        return check_finish("test_gpu_health");
+    /* phi's and z's checks computed by the embedding's kernel: emb takes it at any size */
+    dqn_backend *emb = NULL;
+    setenv("DQN_CUDA_IQN_EMBED_ELEMS", "0", 1);
+    CHECK_OK(dqn_backend_cuda_create(&emb, 0, DQN_MATH_FP32));
+    unsetenv("DQN_CUDA_IQN_EMBED_ELEMS");
+    if (emb) {
+        for (int v = 0; v < 4; v++) {
+            test_hosted_embed(emb, 9, 7, 64, 64, 5, v);
+            test_hosted_embed(emb, 40, 32, 256, 64, 20, v);
+        }
+        test_hosted_embed(emb, 300, 32, 128, 32, 150, 1);
+        if (!small) {
+            test_hosted_embed(emb, 2048, 32, 64, 64, 1024, 1);
+            test_hosted_embed(emb, 4096, 32, 256, 64, 2048, 1);
+            test_hosted_embed(emb, 4096, 32, 256, 64, 2048, 0);
+        }
     }
-    test_faults(small);
-    test_bitwise_and_parity(0, 8, 4);
-    if (!small) test_bitwise_and_parity(1, 256, 32);
+    if (!getenv("DQN_GPU_HEALTH_OPS_ONLY")) {   /* (the sanitizer runs: the kernels alone) */
+        test_faults_on(gpu, small, 0);
+        test_bitwise_and_parity(gpu, 0, 8, 4);
+        if (!small) test_bitwise_and_parity(gpu, 1, 256, 32);
+        if (emb) {
+            test_faults_on(emb, small, 1);
+            test_bitwise_and_parity(emb, 1, 32, 8);
+        }
+    }
+    if (emb) emb->ops->destroy(emb);
     gpu->ops->destroy(gpu);
     cpu->ops->destroy(cpu);
     return check_finish("test_gpu_health");

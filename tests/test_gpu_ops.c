@@ -417,9 +417,9 @@ static void test_iqn_embed(dqn_backend *g, int B, int T, int d, int n_cos, int k
     vf b = in_f((size_t)d, -0.5f, 0.5f), h = in_f((size_t)B * d, -1, 1);
     vf C = out_f((size_t)R * n_cos), phi = out_f(nz), z = out_f(nz);
     vf cat = with_cat ? out_f(2 * nz) : (vf){NULL, NULL, 0};
-    CPU(iqn_embed_fwd, tau.c, W.c, b.c, h.c, C.c, phi.c, z.c, cat.c, B, T, n_cos, d, kr);
+    CPU(iqn_embed_fwd, tau.c, W.c, b.c, h.c, C.c, phi.c, z.c, cat.c, B, T, n_cos, d, kr, NULL);
     CHECK_OK(g->ops->iqn_embed_fwd(g, tau.g, W.g, b.g, h.g, C.g, phi.g, z.g, cat.g, B, T, n_cos,
-                                   d, kr));
+                                   d, kr, NULL));
     CHECK_OK(g->ops->sync(g));
     expect_f("iqn_embed_fwd z", z, tol);
     if (with_cat) expect_f("iqn_embed_fwd cat", cat, tol);
@@ -430,7 +430,7 @@ static void test_iqn_embed(dqn_backend *g, int B, int T, int d, int n_cos, int k
     }
     if (timed) {
         TIME_ON(g, "iqn_embed_fwd", g->ops->iqn_embed_fwd(g, tau.g, W.g, b.g, h.g, C.g, phi.g, z.g,
-                                                          cat.g, B, T, n_cos, d, kr));
+                                                          cat.g, B, T, n_cos, d, kr, NULL));
         TIME_ON(g, "cos_embed + linear_act_fwd + iqn_fwd",
                 dqn_iqn_embed_seq(g, tau.g, W.g, b.g, h.g, C.g, phi.g, z.g, cat.g, B, T, n_cos, d));
     }
@@ -1186,6 +1186,7 @@ static void test_model_update_on(dqn_backend *g, int d, int bottleneck, dqn_targ
     for (int k = 0; k < 3; k++) {
         CHECK_OK(dqn_model_update(&mc, &rc));
         CHECK_OK(dqn_model_update(&mg, &rg));
+        CHECK_OK(g->ops->sync(g));   /* fetch() reads on gpu's stream, g may have its own */
         CHECK(mg.graph_exec != NULL, "the CUDA update did not run as a graph");
         char w[96];
         vf loss = {mc.loss, mg.loss, 1}, grads = {mc.grads, mg.grads, n};

@@ -172,6 +172,54 @@ static void test_commit_optimizer(void) {
     be->ops->destroy(be);
 }
 
+/* iqn_embed_fwd with a deferred plan of phi and z leaves what the op and then health_check(plan)
+ * leave (the CPU's side of the contract CUDA's kernel hosts; test_gpu_health checks that one):
+ * the commits that finish either record the same bytes, a NaN and an Inf in h included. */
+static void test_embed_hplan(void) {
+    dqn_backend *be;
+    CHECK_OK(dqn_backend_cpu_create(&be));
+    enum { B = 5, T = 6, NC = 8, D = 16, R = B * T, KEEP = 3 * T };
+    static float tau[R], W[D * NC], b[D], h[B * D], C[2][R * NC], phi[2][R * D], z[2][R * D];
+    for (int i = 0; i < R; i++) tau[i] = dqn_philox_uniform(5, 1, (uint64_t)i);
+    for (int i = 0; i < D * NC; i++) W[i] = dqn_philox_uniform(5, 2, (uint64_t)i) - 0.5f;
+    for (int i = 0; i < D; i++) b[i] = dqn_philox_uniform(5, 3, (uint64_t)i) - 0.5f;
+    for (int i = 0; i < B * D; i++) h[i] = 2.0f * dqn_philox_uniform(5, 4, (uint64_t)i) - 1.0f;
+    h[D + 3] = NAN;
+    h[2 * D + 7] = INFINITY;
+    dqn_health_block *blk[2];
+    for (int k = 0; k < 2; k++) {
+        uint64_t step = 4;
+        blk[k] = calloc(1, sizeof *blk[k]);
+        blk[k]->event.slot = -1;
+        blk[k]->isv[0] = 0.5f;
+        dqn_hcheck ck[2] = {{phi[k], (size_t)KEEP * D, 0, 0, 2, -1, DQN_HSTAT_NONE, 0},
+                            {z[k], (size_t)KEEP * D, 1, 1, 3, -1, DQN_HSTAT_NONE, 0}};
+        dqn_hplan_desc dd = {.blk = blk[k], .step = &step, .guard_scale = 1e6f,
+                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = 1, .checks = ck,
+                             .n_checks = 2, .defer = 1};
+        void *pd, *pc;
+        CHECK_OK(be->ops->health_plan(be, &dd, &pd));
+        void *const df[1] = {pd};
+        dqn_hplan_desc dc = {.blk = blk[k], .step = &step, .guard_scale = 1e6f,
+                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = 1, .commit = 1,
+                             .n_slots = 2, .rollback_slot = -1, .deferred = df, .n_deferred = 1};
+        CHECK_OK(be->ops->health_plan(be, &dc, &pc));
+        CHECK_OK(be->ops->iqn_embed_fwd(be, tau, W, b, h, C[k], phi[k], z[k], NULL, B, T, NC, D,
+                                        KEEP, k ? NULL : pd));
+        if (k) CHECK_OK(be->ops->health_check(be, pd));
+        CHECK_OK(be->ops->health_check(be, pc));
+        be->ops->health_plan_free(be, pc);
+        be->ops->health_plan_free(be, pd);
+    }
+    CHECK(memcmp(blk[0], blk[1], sizeof *blk[0]) == 0 && blk[0]->cur[1].nan > 0 &&
+              blk[0]->event.slot == 1 && blk[0]->updates == 1,
+          "iqn_embed_fwd's plan: the records differ from the op's then the plan's (z: %u NaN, "
+          "event at slot %d)", blk[0]->cur[1].nan, blk[0]->event.slot);
+    free(blk[0]);
+    free(blk[1]);
+    be->ops->destroy(be);
+}
+
 static void test_healthy(void) {
     for (int sm = 0; sm < 2; sm++)
         for (int mode = DQN_HEALTH_DETECT; mode <= DQN_HEALTH_GUARD; mode++) {
@@ -514,6 +562,7 @@ int main(void) {
     }
     test_table();
     test_commit_optimizer();
+    test_embed_hplan();
     test_healthy();
     test_bitwise();
     test_faults();

@@ -946,13 +946,13 @@ static void test_iqn_embed(int B, int T, int d, int n_cos, int keep, int with_ca
     CHECK_OK(ops->linear_act_fwd(be, C[0], W, b, phi[0], (int)R, n_cos, d, DQN_ACT_RELU));
     CHECK_OK(ops->iqn_fwd(be, h, phi[0], z[0], cat[0], B, T, d));
     CHECK_OK(ops->iqn_embed_fwd(be, tau, W, b, h, C[1], phi[1], z[1], cat[1], B, T, n_cos, d,
-                                keep * T));
+                                keep * T, NULL));
     CHECK(same_bytes(C[0], C[1], R * n_cos * 4) && same_bytes(phi[0], phi[1], nz * 4) &&
               same_bytes(z[0], z[1], nz * 4) && (!with_cat || same_bytes(cat[0], cat[1], 8 * nz)),
           "iqn_embed_fwd B=%d T=%d d=%d n_cos=%d keep=%d differs from its three ops", B, T, d,
           n_cos, keep);
     CHECK(ops->iqn_embed_fwd(be, tau, W, b, h, C[1], phi[1], z[1], NULL, B, T, n_cos, d,
-                             B * T + 1) == DQN_ERR_ARG,
+                             B * T + 1, NULL) == DQN_ERR_ARG,
           "iqn_embed_fwd accepted keep past its rows");
     for (int k = 0; k < 2; k++) {
         free(C[k]); free(phi[k]); free(z[k]); free(cat[k]);

@@ -273,10 +273,17 @@ typedef struct dqn_ops {
      * linear_act_fwd(C, W [d, n_cos], b, ReLU) -> phi [B*T, d], then iqn_fwd(h, phi) -> z (and
      * cat). C and phi hold B*T rows, but only their first keep rows (the ones a backward reads)
      * must be written: past them they are the backend's scratch. The CPU runs the three ops (bit
-     * for bit); CUDA computes the cosines and phi in the kernel that writes z. */
+     * for bit); CUDA computes the cosines and phi in the kernel that writes z. hplan (optional): a
+     * deferred health plan (made by this backend) whose work the op leaves done as
+     * health_check(hplan) after it would; CUDA's kernel computes the scans of a plan of phi's and
+     * z's first keep rows (unguarded) from the values it stores, so they are never read back. */
     dqn_status (*iqn_embed_fwd)(dqn_backend *be, const float *tau, const float *W, const float *b,
                                 const float *h, float *C, float *phi, float *z, float *cat, int B,
-                                int T, int n_cos, int d, int keep);
+                                int T, int n_cos, int d, int keep, const void *hplan);
+    /* 1 if iqn_embed_fwd on this shape computes a plan's scans as it writes phi and z (given
+     * 16-byte aligned buffers), so that the plan is worth deferring to it rather than scanning
+     * the buffers again later; NULL: never. */
+    int (*iqn_embed_hosts)(dqn_backend *be, int B, int T, int n_cos, int d);
     /* IQN mixing, backward down to phi's pre-activation. With dcat [B*T, 2d] (the bottleneck's
      * input gradient) it stands for fill(dh2, 0), concat_bcast_bwd(dcat) -> dz (written), dh2;
      * mul_bcast_bwd(h, phi, dz) -> dh, dphi; axpy(1, dh2, dh); relu_bwd(phi, dphi). With dcat

@@ -107,10 +107,11 @@ static void bwd_free(dqn_backend *be, dqn_bwd *w) {
             DQN_TRY(dqn_model_health_slot((hm), (hm)->h.tab.field, (buf), (size_t)(n))); \
     } while (0)
 
-/* A fault aimed at phi must reach z, so that pass keeps phi's own op between them. */
-static int phi_faulted(const dqn_model *hm) {
+/* A fault aimed at phi must reach z, and one aimed at either must be in place before their
+ * checks run: that pass keeps the embedding's three ops with the slots between them. */
+static int embed_faulted(const dqn_model *hm) {
     for (int i = 0; hm && hm->h.mode != DQN_HEALTH_OFF && i < hm->h.n_faults; i++)
-        if (hm->h.faults[i].slot == hm->h.tab.phi) return 1;
+        if (hm->h.faults[i].slot == hm->h.tab.phi || hm->h.faults[i].slot == hm->h.tab.z) return 1;
     return 0;
 }
 
@@ -136,18 +137,22 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
      * the nb samples a backward reads */
     const int m = a->bottleneck;
     float *cat = m > 0 && !f->split ? f->cat : NULL;
-    if (phi_faulted(hm)) {
+    /* phi's and z's checks, where the op computes them as it writes the buffers (model_health.c) */
+    const void *hplan = hm && hm->h.mode != DQN_HEALTH_OFF ? hm->h.plan_embed : NULL;
+    if (embed_faulted(hm)) {
         DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
         DQN_TRY(OPS->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
                                     DQN_ACT_RELU));
         SLOT(hm, phi, f->phi, hR * d);
         DQN_TRY(OPS->iqn_fwd(be, h, f->phi, f->z, cat, B, T, d));
+        SLOT(hm, z, f->z, hR * d);
+        if (hplan) DQN_TRY(OPS->health_check(be, hplan));
     } else {
         DQN_TRY(OPS->iqn_embed_fwd(be, tau, P + L->phi.W, P + L->phi.b, h, f->C, f->phi, f->z, cat,
-                                   B, T, a->n_cos, d, nb * T));
+                                   B, T, a->n_cos, d, nb * T, hplan));
         SLOT(hm, phi, f->phi, hR * d);
+        SLOT(hm, z, f->z, hR * d);
     }
-    SLOT(hm, z, f->z, hR * d);
     if (m > 0 && !f->split) SLOT(hm, cat, f->cat, hR * 2 * d);
     const float *u = m > 0 ? f->u : f->z;
     if (m > 0 && f->split) {

@@ -75,6 +75,7 @@ typedef struct {
     size_t off_params, off_target, off_m, off_v, off_isv, off_x, off_xn, off_R, off_disc, off_act,
         snap_bytes;
     void *plan_heads, *plan_dcat, *plan_dz, *plan_dtrunk, *plan_dtrunk_out, *plan_commit;
+    void *plan_embed;   /* phi's and z's checks: run by iqn_embed_fwd, finished by the commit */
 } dqn_model_health;
 
 typedef struct {

@@ -1,7 +1,8 @@
 /* The numerical-health wiring of the update (SPEC 4): which buffer each slot of the table
  * (health/slots.c) checks, where in the update, with which guard; the state backup that
  * `dqn health --replay` and the guard's rollback use. Checks are batched into few plans (one op
- * each): in guard mode the clamp points inline, where SPEC 4 puts them; everything else in the
+ * each): in guard mode the clamp points inline, where SPEC 4 puts them; phi and z in the
+ * embedding's op where the backend computes their scans as it writes them; everything else in the
  * commit, which also runs the optimizer step (its pass saves the state it changes and scans the
  * parameters it writes) and does every check's bookkeeping. So every bound of an update comes
  * from the ISV as it was when the update started, and detect mode adds no node to the update. */
@@ -66,12 +67,12 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer,
     /* the commit runs after the fused optimizer op has incremented the counter */
     d.step_after = commit;
     d.adam = adam;
-    void *deferred[5];
+    void *deferred[6];
     if (commit) {
         const dqn_model_health *h = &m->h;
-        void *const inl[5] = {h->plan_heads, h->plan_dcat, h->plan_dz, h->plan_dtrunk,
-                              h->plan_dtrunk_out};
-        for (int k = 0; k < 5; k++)
+        void *const inl[6] = {h->plan_embed, h->plan_heads, h->plan_dcat, h->plan_dz,
+                              h->plan_dtrunk, h->plan_dtrunk_out};
+        for (int k = 0; k < 6; k++)
             if (inl[k]) deferred[d.n_deferred++] = inl[k];
         d.deferred = deferred;
     }
@@ -138,7 +139,7 @@ dqn_status dqn_model_health_create(dqn_model *m) {
 
 static void free_plans(dqn_model *m) {
     dqn_model_health *h = &m->h;
-    void **plans[] = {&h->plan_commit, &h->plan_heads,  &h->plan_dcat,
+    void **plans[] = {&h->plan_commit, &h->plan_embed,  &h->plan_heads,     &h->plan_dcat,
                       &h->plan_dz,     &h->plan_dtrunk, &h->plan_dtrunk_out};
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
         if (*plans[k]) m->be->ops->health_plan_free(m->be, *plans[k]);
@@ -171,12 +172,25 @@ static dqn_status build_plans(dqn_model *m) {
     dqn_status s = DQN_OK;
     dqn_hcheck k;
 
+    /* phi and z: where the embedding's op computes a plan's scans as it writes them, a deferred
+     * plan for it (model.c); else the commit reads them back with the rest */
+    const int joint = c->K == c->N;
+    const dqn_backend *be = m->be;
+    const int hosted = OPS->iqn_embed_hosts &&
+                       OPS->iqn_embed_hosts(m->be, joint ? 2 * c->B : c->B, c->N, a->n_cos, a->d);
+    if (hosted) {
+        add_check(p, check_of(m, t->phi, m->f_on.phi, R * d));
+        add_check(p, check_of(m, t->z, m->f_on.z, R * d));
+        s = make_plan(m, p, 0, 1, NULL, &h->plan_embed);
+        memset(p, 0, sizeof *p);
+    }
+
     /* the heads' gradients: clamped before the head clip's norms and their GEMMs read them (the
      * clip does not write them, so detect mode checks them with the rest) */
     dqn_hcheck kv = check_of(m, t->d_value, m->bw.dV, R), ka = check_of(m, t->d_adv, m->bw.dAdv, R * A);
     feed(&kv, t->i_rms_dv, DQN_HSTAT_RMS);
     feed(&ka, t->i_rms_da, DQN_HSTAT_RMS);
-    if (guard) {
+    if (guard && s == DQN_OK) {
         add_check(p, kv);
         add_check(p, ka);
         s = make_plan(m, p, 0, 1, NULL, &h->plan_heads);
@@ -233,8 +247,10 @@ static dqn_status build_plans(dqn_model *m) {
         feed(&k, t->i_ln[l], DQN_HSTAT_RMS);
         add_check(p, k);
     }
-    add_check(p, check_of(m, t->phi, m->f_on.phi, R * d));
-    add_check(p, check_of(m, t->z, m->f_on.z, R * d));
+    if (!hosted) {
+        add_check(p, check_of(m, t->phi, m->f_on.phi, R * d));
+        add_check(p, check_of(m, t->z, m->f_on.z, R * d));
+    }
     if (bn && !split) add_check(p, check_of(m, t->cat, m->f_on.cat, R * 2 * d));
     if (bn) add_check(p, check_of(m, t->bn_out, m->f_on.u, R * (size_t)a->bottleneck));
     add_check(p, check_of(m, t->value, m->f_on.V, R));

@@ -114,10 +114,11 @@ dqn_status cpu_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float 
 /* Every row of C and phi is written (keep only says which rows a caller may read). */
 dqn_status cpu_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
                              const float *h, float *C, float *phi, float *z, float *cat, int B,
-                             int T, int n_cos, int d, int keep) {
+                             int T, int n_cos, int d, int keep, const void *hplan) {
     REQUIRE(B >= 0 && T >= 0 && (long)B * T <= INT32_MAX && keep >= 0 && keep <= B * T,
             "iqn_embed_fwd: B=%d T=%d keep=%d", B, T, keep);
-    return dqn_iqn_embed_seq(be, tau, W, b, h, C, phi, z, cat, B, T, n_cos, d);
+    DQN_TRY(dqn_iqn_embed_seq(be, tau, W, b, h, C, phi, z, cat, B, T, n_cos, d));
+    return hplan ? be->ops->health_check(be, hplan) : DQN_OK;
 }
 
 /* Per element, the sequence's operations in its order: dh2 = 0 + the dcat sums (concat_bcast_bwd

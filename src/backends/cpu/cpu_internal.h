@@ -41,7 +41,7 @@ dqn_status cpu_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float 
                        int B, int T, int d);
 dqn_status cpu_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
                              const float *h, float *C, float *phi, float *z, float *cat, int B,
-                             int T, int n_cos, int d, int keep);
+                             int T, int n_cos, int d, int keep, const void *hplan);
 dqn_status cpu_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
                        float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d);
 dqn_status cpu_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,

@@ -188,6 +188,7 @@ static const dqn_ops cuda_ops = {
     .grn_ln_gate_bwd = cuda_grn_ln_gate_bwd,
     .iqn_fwd = cuda_iqn_fwd,
     .iqn_embed_fwd = cuda_iqn_embed_fwd,
+    .iqn_embed_hosts = cuda_iqn_embed_hosts,
     .iqn_bwd = cuda_iqn_bwd,
     .adam_target_step = cuda_adam_target_step,
     .sample_draws = cuda_sample_draws,

@@ -9,13 +9,11 @@
  * by a block of the commit plan, both into one staged partial. A commit plan with an optimizer
  * step gives the parameters' check the blocks of Adam's pass, which scan the parameters as they
  * write them. No host round trip: it runs inside the captured update. */
-#include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/cuda_health.cuh"
 
 #include <limits.h>
 #include <math.h>
 
-#define HT 256                     /* threads per block */
-#define HW (HT / 32)               /* warps per block */
 #define H_ELEMS_PER_THREAD 16      /* the least work a block is given */
 #define H_ADAM_ELEMS_PER_THREAD 4  /* Adam's pass: a few elements a thread */
 #define H_MAX_BLOCKS_PER_ITEM 4    /* x the multiprocessors */
@@ -23,15 +21,6 @@
 /* Shared memory a block may use, static and the last block's stage: 5 blocks of HT threads (the
  * register file's limit at 48 registers) still fit a multiprocessor (228 KB, 1 KB a block). */
 #define H_SMEM_BLOCK (44 * 1024)
-
-/* One block's figures for one check. */
-typedef struct {
-    uint32_t nonfinite, nan, guarded;
-    float bound;                   /* the bound the block used (read before any ISV update) */
-    float maxabs, first_value;
-    uint64_t first_index;
-    double sumsq, sumabs;
-} hpart;
 
 /* One block's share of a plan. Items: the checks, the deferred plans' checks, the ALWAYS copies. */
 typedef struct {
@@ -103,82 +92,6 @@ static_assert(offsetof(dqn_health_block, tot) % 16 == 0 &&
                   sizeof(float) * DQN_HEALTH_MAX_ISV % 16 == 0,
               "health block rows in 16-byte units");
 
-/* ---- reductions in a fixed order (deterministic) ---- */
-
-typedef struct {
-    uint32_t nonfinite, nan, guarded;
-    float maxabs, first_value;
-    uint64_t first_index;
-    double sumsq, sumabs;
-} hacc;
-
-__device__ static void acc_init(hacc *a) {
-    a->nonfinite = a->nan = a->guarded = 0;
-    a->maxabs = 0.0f;
-    a->first_value = 0.0f;
-    a->first_index = DQN_HEALTH_NO_INDEX;
-    a->sumsq = a->sumabs = 0.0;
-}
-
-/* b folds into a; b's indices are later than a's only by position, so the smaller index wins */
-__device__ static void acc_merge(hacc *a, const hacc *b) {
-    a->nonfinite += b->nonfinite;
-    a->nan += b->nan;
-    a->guarded += b->guarded;
-    a->maxabs = fmaxf(a->maxabs, b->maxabs);
-    a->sumsq += b->sumsq;
-    a->sumabs += b->sumabs;
-    if (b->first_index < a->first_index) {
-        a->first_index = b->first_index;
-        a->first_value = b->first_value;
-    }
-}
-
-__device__ static void acc_shfl_down(hacc *a, int o) {
-    hacc b;
-    b.nonfinite = __shfl_down_sync(0xffffffffu, a->nonfinite, o);
-    b.nan = __shfl_down_sync(0xffffffffu, a->nan, o);
-    b.guarded = __shfl_down_sync(0xffffffffu, a->guarded, o);
-    b.maxabs = __shfl_down_sync(0xffffffffu, a->maxabs, o);
-    b.first_value = __shfl_down_sync(0xffffffffu, a->first_value, o);
-    b.first_index = __shfl_down_sync(0xffffffffu, a->first_index, o);
-    b.sumsq = __shfl_down_sync(0xffffffffu, a->sumsq, o);
-    b.sumabs = __shfl_down_sync(0xffffffffu, a->sumabs, o);
-    acc_merge(a, &b);
-}
-
-__device__ static void warp_reduce(hacc *a) {
-    for (int o = 16; o > 0; o >>= 1) acc_shfl_down(a, o);
-}
-
-/* the whole block's sum in thread 0 (warps in order, lanes in a fixed tree) */
-__device__ static void block_reduce(hacc *a, hacc *sh) {
-    warp_reduce(a);
-    const int w = threadIdx.x / 32, l = threadIdx.x % 32;
-    if (l == 0) sh[w] = *a;
-    __syncthreads();
-    if (w == 0) {
-        if (l < HW) *a = sh[l];
-        else acc_init(a);
-        warp_reduce(a);
-    }
-    __syncthreads();
-}
-
-__device__ static hpart to_part(const hacc *a, float bound) {
-    hpart p;
-    p.nonfinite = a->nonfinite;
-    p.nan = a->nan;
-    p.guarded = a->guarded;
-    p.bound = bound;
-    p.maxabs = a->maxabs;
-    p.first_value = a->first_value;
-    p.first_index = a->first_index;
-    p.sumsq = a->sumsq;
-    p.sumabs = a->sumabs;
-    return p;
-}
-
 /* a partial's figures, from another block's (P = const volatile hpart: written during this
  * launch) or a staged one (P = const hpart, shared memory) */
 template <typename P> __device__ static hacc part_acc(P *q) {
@@ -196,30 +109,6 @@ template <typename P> __device__ static hacc part_acc(P *q) {
 
 /* a reduction's result in place of a staged partial; its bound (partial 0's) stays */
 __device__ static void put_acc(hpart *q, const hacc *a) { *q = to_part(a, q->bound); }
-
-__device__ static void scan_one(hacc *a, float *x, size_t i, float v, float bound, bool guard) {
-    if (!isfinite(v)) {
-        a->nonfinite++;
-        if (isnan(v)) a->nan++;
-        if (i < a->first_index) {
-            a->first_index = i;
-            a->first_value = v;
-        }
-        if (guard) {
-            x[i] = 0.0f;
-            a->guarded++;
-        }
-        return;
-    }
-    float av = fabsf(v);
-    a->maxabs = fmaxf(a->maxabs, av);
-    a->sumsq += (double)v * (double)v;
-    a->sumabs += (double)av;
-    if (guard && av > bound) {
-        x[i] = copysignf(bound, v);
-        a->guarded++;
-    }
-}
 
 /* the block's share of x: 16-byte loads where x is aligned, a grid-stride over float4s */
 __device__ static void scan(hacc *a, float *x, size_t n, int part, int nparts, float bound,
@@ -880,6 +769,19 @@ void cuda_health_plan_free(dqn_backend *be, void *plan) {
     free(p->checks_host);
     free(p->soff_host);
     free(p);
+}
+
+void cuda_health_hosted(const void *plan, cuda_hosted *out, int max, int *n) {
+    const cuda_hplan *p = (const cuda_hplan *)plan;
+    *n = 0;
+    if (!p || !p->k.defer || p->k.n_copies || p->k.has_adam || p->k.n_checks > max) return;
+    for (int j = 0; j < p->k.n_checks; j++) {
+        const dqn_hcheck *c = &p->checks_host[j];
+        cuda_hosted h = {c->x, c->n, p->k.parts + p->soff_host[j], p->nb_host[j], c->guard,
+                         &p->k.blk->isv[c->isv_bound], p->k.guard_scale, p->k.guard_floor};
+        out[j] = h;
+    }
+    *n = p->k.n_checks;
 }
 
 dqn_status cuda_health_check(dqn_backend *be, const void *plan) {

@@ -1,7 +1,7 @@
 /* The IQN embedding and the ops that broadcast the per-state trunk output h [B, d] over the T
  * per-tau rows r = s*T + i. The backward sums over taus run in tau order inside one thread per
  * (state, column): no atomics, a fixed order. */
-#include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/cuda_health.cuh"
 
 #define IQ_BATCH 16   /* iqn_bwd: taus whose inputs a thread loads before storing */
 
@@ -237,13 +237,62 @@ template <int CPL> struct ie_shape {
     static constexpr int V = CPL < 4 ? CPL : 4, G = CPL / V;   /* a lane's columns: G runs of V */
     static constexpr size_t smem(int K) { return (size_t)K * (D + TR) * sizeof(float); }
 };
+/* hosting: a thread's figures of phi and z, then the block reduction's warps */
+#define IE_HOST_SMEM ((2 * IE_WARPS * 32 + IE_WARPS) * sizeof(hacc))
+static_assert(IE_WARPS == HW, "block_reduce: the health kernels' block shape");
+
+/* The health plan of phi's and z's first keep rows (cuda_health_hosted), computed here: a
+ * thread sums its tile's finite values in float registers (|x| <= 1e18, so no square
+ * overflows), folds them into its own double figures in shared memory after the tile, and
+ * rescans the tile exactly from memory when its sums saw a non-finite value or a magnitude the
+ * float sums cannot hold. */
+typedef struct {
+    hpart *parts[2];           /* phi's, z's: one a block, nparts of each */
+    const float *isv_bound[2];
+    float guard_scale, guard_floor;
+    int nparts;
+} ie_host;
+
+typedef struct {
+    float mx, sq, ab;
+} ie_fsum;
+
+__device__ __forceinline__ void ie_add(ie_fsum *f, float v) {
+    const float a = fabsf(v);
+    f->mx = fmaxf(f->mx, a);   /* ignores a NaN; ab does not */
+    f->sq = fmaf(v, v, f->sq);
+    f->ab += a;
+}
+
+/* 1 if the float sums hold the tile's figures: all finite, no square past float's range and no
+ * tile of only sub-1e-18 values whose squares would flush */
+__device__ __forceinline__ bool ie_exact(const ie_fsum *f) {
+    return f->ab <= 3.0e38f && f->mx <= 1.0e18f && !(f->mx > 0.0f && f->mx < 1.0e-18f);
+}
 
 template <int CPL>
+__device__ void ie_fold(hacc *a, const ie_fsum *f, const float *x, int row0, int rows, int lane) {
+    typedef ie_shape<CPL> S;
+    if (ie_exact(f)) {
+        a->maxabs = fmaxf(a->maxabs, f->mx);
+        a->sumsq += (double)f->sq;
+        a->sumabs += (double)f->ab;
+        return;
+    }
+    for (int i = 0; i < rows; i++)
+        for (int g = 0; g < S::G; g++)
+            for (int v = 0; v < S::V; v++) {
+                const size_t idx = (size_t)(row0 + i) * S::D + g * 32 * S::V + lane * S::V + v;
+                scan_one(a, NULL, idx, x[idx], 0.0f, false);
+            }
+}
+
+template <int CPL, bool HOST>
 __global__ void __launch_bounds__(IE_WARPS * 32, 2)
     k_iqn_embed(const float *__restrict__ tau, const float *__restrict__ W,
                 const float *__restrict__ b, const float *__restrict__ h, float *__restrict__ C,
                 float *__restrict__ phi, float *__restrict__ z, float *__restrict__ cat, int R,
-                int T, int K, int keep) {
+                int T, int K, int keep, ie_host hs) {
     typedef ie_shape<CPL> S;
     constexpr int D = S::D, RPW = S::RPW, TR = S::TR, V = S::V, G = S::G;
     extern __shared__ float4 ie_sm[];
@@ -251,6 +300,11 @@ __global__ void __launch_bounds__(IE_WARPS * 32, 2)
     KERNEL_PROLOGUE();
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     float *Aw = Ws + K * D + w * RPW;   /* [K][TR]: this warp's RPW columns of it */
+    hacc *hst = (hacc *)(Ws + K * (D + TR));   /* HOST: [2][threads] phi's, z's; [IE_WARPS] */
+    if (HOST) {
+        acc_init(&hst[tid]);
+        acc_init(&hst[IE_WARPS * 32 + tid]);
+    }
     /* lanes along j (conflict-free stores), 4 k a load (a row's sectors then come from L1) */
     for (int e = tid; e < K / 4 * D; e += blockDim.x) {
         const int j = e % D, k = e / D * 4;
@@ -312,6 +366,7 @@ __global__ void __launch_bounds__(IE_WARPS * 32, 2)
 #pragma unroll
                 for (int j = 0; j < CPL; j++) acc[i][j] = fmaf(a[i], bb[j], acc[i][j]);
         }
+        ie_fsum fs[2] = {{0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f}};
 #pragma unroll
         for (int i = 0; i < RPW; i++) {
             const int row = row0 + i;
@@ -328,6 +383,12 @@ __global__ void __launch_bounds__(IE_WARPS * 32, 2)
                     p[v] = x > 0.0f ? x : 0.0f;   /* the CPU's ReLU: NaN becomes 0 there too */
                     zz[v] = hv[v] * p[v];
                 }
+                if (HOST && row < keep)
+#pragma unroll
+                    for (int v = 0; v < V; v++) {
+                        ie_add(&fs[0], p[v]);
+                        ie_add(&fs[1], zz[v]);
+                    }
                 if (phi && row < keep) stv<V>(phi + (size_t)row * D + col, p);
                 stv<V>(z + (size_t)row * D + col, zz);
                 if (cat) {
@@ -336,38 +397,108 @@ __global__ void __launch_bounds__(IE_WARPS * 32, 2)
                 }
             }
         }
+        if (HOST && row0 < keep) {
+            const int rows = min(RPW, min(R, keep) - row0);
+            ie_fold<CPL>(&hst[tid], &fs[0], phi, row0, rows, lane);
+            ie_fold<CPL>(&hst[IE_WARPS * 32 + tid], &fs[1], z, row0, rows, lane);
+        }
+    }
+    if (HOST) {
+        hacc *red = hst + 2 * IE_WARPS * 32;
+        for (int c = 0; c < 2; c++) {
+            hacc a = hst[c * IE_WARPS * 32 + tid];
+            block_reduce(&a, red);
+            if (tid == 0) {
+                const hpart pt = to_part(&a, fmaxf(hs.guard_scale * *hs.isv_bound[c], hs.guard_floor));
+                /* the plan's partials past the grid's hold nothing */
+                hacc e;
+                acc_init(&e);
+                const hpart pe = to_part(&e, pt.bound);
+                for (int q = blockIdx.x; q < hs.nparts; q += gridDim.x)
+                    hs.parts[c][q] = q == (int)blockIdx.x ? pt : pe;
+            }
+        }
     }
 }
 
 /* The kernels' shared memory above the 48 KiB default is asked for once, outside any capture. */
+template <int CPL> static dqn_status ie_init(void) {
+    const int s = (int)ie_shape<CPL>::smem(IE_MAX_K);
+    CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<CPL, false>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, s));
+    CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<CPL, true>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    s + (int)IE_HOST_SMEM));
+    return DQN_OK;
+}
+
 dqn_status cuda_iqn_embed_init(void) {
-    CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)ie_shape<2>::smem(IE_MAX_K)));
-    CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<4>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)ie_shape<4>::smem(IE_MAX_K)));
-    CUDA_CHECK(cudaFuncSetAttribute(k_iqn_embed<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)ie_shape<8>::smem(IE_MAX_K)));
+    DQN_TRY(ie_init<2>());
+    DQN_TRY(ie_init<4>());
+    return ie_init<8>();
+}
+
+template <int CPL, bool HOST>
+static dqn_status ie_launch(cuda_impl *c, const float *tau, const float *W, const float *b,
+                            const float *h, float *C, float *phi, float *z, float *cat, int R,
+                            int T, int K, int keep, const ie_host *hs) {
+    typedef ie_shape<CPL> S;
+    const size_t smem = S::smem(K) + (HOST ? IE_HOST_SMEM : 0);
+    int per_sm = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_iqn_embed<CPL, HOST>,
+                                                             IE_WARPS * 32, smem));
+    const int tiles = (R + S::TR - 1) / S::TR;
+    int grid = c->sm_count * (per_sm > 0 ? per_sm : 1);
+    if (tiles < grid) grid = tiles;
+    if (HOST && hs->nparts < grid) grid = hs->nparts;   /* a partial a block */
+    KLAUNCH((k_iqn_embed<CPL, HOST>), grid, IE_WARPS * 32, smem, tau, W, b, h, C, phi, z, cat, R,
+            T, K, keep, *hs);
     return DQN_OK;
 }
 
 template <int CPL>
-static dqn_status ie_launch(cuda_impl *c, const float *tau, const float *W, const float *b,
-                            const float *h, float *C, float *phi, float *z, float *cat, int R,
-                            int T, int K, int keep) {
-    typedef ie_shape<CPL> S;
-    const size_t smem = S::smem(K);
-    int per_sm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_iqn_embed<CPL>,
-                                                             IE_WARPS * 32, smem));
-    const int tiles = (R + S::TR - 1) / S::TR, cap = c->sm_count * (per_sm > 0 ? per_sm : 1);
-    KLAUNCH(k_iqn_embed<CPL>, tiles < cap ? tiles : cap, IE_WARPS * 32, smem, tau, W, b, h, C, phi,
-            z, cat, R, T, K, keep);
-    return DQN_OK;
+static dqn_status ie_run(cuda_impl *c, const float *tau, const float *W, const float *b,
+                         const float *h, float *C, float *phi, float *z, float *cat, int R, int T,
+                         int K, int keep, const ie_host *hs) {
+    return hs->nparts ? ie_launch<CPL, true>(c, tau, W, b, h, C, phi, z, cat, R, T, K, keep, hs)
+                      : ie_launch<CPL, false>(c, tau, W, b, h, C, phi, z, cat, R, T, K, keep, hs);
+}
+
+/* hs from a plan of exactly phi's and z's first keep rows, unguarded (else nparts 0) */
+static void ie_hosting(const void *hplan, const float *phi, const float *z, int keep, int d,
+                       ie_host *hs) {
+    memset(hs, 0, sizeof *hs);
+    cuda_hosted k[2];
+    int n = 0;
+    cuda_health_hosted(hplan, k, 2, &n);
+    const size_t want = (size_t)keep * (size_t)d;
+    if (n != 2 || k[0].x != phi || k[1].x != z || k[0].n != want || k[1].n != want ||
+        k[0].guard || k[1].guard || k[0].nparts != k[1].nparts || k[0].nparts < 1 ||
+        k[0].guard_scale != k[1].guard_scale || k[0].guard_floor != k[1].guard_floor)
+        return;
+    for (int j = 0; j < 2; j++) {
+        hs->parts[j] = k[j].parts;
+        hs->isv_bound[j] = k[j].isv_bound;
+    }
+    hs->guard_scale = k[0].guard_scale;
+    hs->guard_floor = k[0].guard_floor;
+    hs->nparts = k[0].nparts;
+}
+
+/* the one kernel's shapes and sizes (its buffers must also be 16-byte aligned) */
+static int ie_fits(const cuda_impl *c, int R, int n_cos, int d) {
+    return (d == 64 || d == 128 || d == 256) && n_cos % 4 == 0 && n_cos > 0 &&
+           n_cos <= IE_MAX_K && (double)R * (double)d >= c->iqn_embed_elems &&
+           (c->iqn_embed == 2 || (c->iqn_embed == 1 && c->compute == CUBLAS_COMPUTE_32F));
+}
+
+int cuda_iqn_embed_hosts(dqn_backend *be, int B, int T, int n_cos, int d) {
+    return B > 0 && T > 0 && (long)B * T <= INT32_MAX && ie_fits(cuda_of(be), B * T, n_cos, d);
 }
 
 dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
                               const float *h, float *C, float *phi, float *z, float *cat, int B,
-                              int T, int n_cos, int d, int keep) {
+                              int T, int n_cos, int d, int keep, const void *hplan) {
     CUDA_ARG(B >= 0 && T >= 0 && n_cos >= 0 && d >= 0 && (long)B * T <= INT32_MAX,
              "iqn_embed_fwd: bad shape B=%d T=%d n_cos=%d d=%d", B, T, n_cos, d);
     CUDA_ARG(keep >= 0 && keep <= B * T, "iqn_embed_fwd: keep=%d rows of %d", keep, B * T);
@@ -376,13 +507,19 @@ dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W,
     const int R = B * T;
     const uintptr_t al = (uintptr_t)W | (uintptr_t)b | (uintptr_t)h | (uintptr_t)C |
                          (uintptr_t)phi | (uintptr_t)z | (uintptr_t)cat;
-    const int fits = (d == 64 || d == 128 || d == 256) && n_cos % 4 == 0 && n_cos > 0 &&
-                     n_cos <= IE_MAX_K && al % 16 == 0 &&
-                     (double)R * (double)d >= c->iqn_embed_elems &&
-                     (c->iqn_embed == 2 || (c->iqn_embed == 1 && c->compute == CUBLAS_COMPUTE_32F));
-    if (R == 0) return DQN_OK;
-    if (!fits) return dqn_iqn_embed_seq(be, tau, W, b, h, C, phi, z, cat, B, T, n_cos, d);
-    if (d == 64) return ie_launch<2>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep);
-    if (d == 128) return ie_launch<4>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep);
-    return ie_launch<8>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep);
+    const int fits = ie_fits(c, R, n_cos, d) && al % 16 == 0;
+    ie_host hs;
+    if (fits && hplan) ie_hosting(hplan, phi, z, keep, d, &hs);
+    else memset(&hs, 0, sizeof hs);
+    if (R == 0) {
+    } else if (!fits) {
+        DQN_TRY(dqn_iqn_embed_seq(be, tau, W, b, h, C, phi, z, cat, B, T, n_cos, d));
+    } else if (d == 64) {
+        DQN_TRY(ie_run<2>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs));
+    } else if (d == 128) {
+        DQN_TRY(ie_run<4>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs));
+    } else {
+        DQN_TRY(ie_run<8>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs));
+    }
+    return hplan && !hs.nparts ? cuda_health_check(be, hplan) : DQN_OK;
 }

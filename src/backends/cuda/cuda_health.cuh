@@ -1,0 +1,135 @@
+/* The health scans' per-block figures and their reductions in a fixed order, shared by the
+ * health kernels (cuda_health.cu) and the ops that compute a deferred plan's scans as they write
+ * its buffers (cuda_health_hosted). */
+#ifndef DQN_CUDA_HEALTH_CUH
+#define DQN_CUDA_HEALTH_CUH
+#include "backends/cuda/cuda_common.cuh"
+
+#define HT 256                     /* threads per block */
+#define HW (HT / 32)               /* warps per block */
+/* One block's figures for one check. */
+typedef struct {
+    uint32_t nonfinite, nan, guarded;
+    float bound;                   /* the bound the block used (read before any ISV update) */
+    float maxabs, first_value;
+    uint64_t first_index;
+    double sumsq, sumabs;
+} hpart;
+
+/* ---- reductions in a fixed order (deterministic) ---- */
+
+typedef struct {
+    uint32_t nonfinite, nan, guarded;
+    float maxabs, first_value;
+    uint64_t first_index;
+    double sumsq, sumabs;
+} hacc;
+
+__device__ static void acc_init(hacc *a) {
+    a->nonfinite = a->nan = a->guarded = 0;
+    a->maxabs = 0.0f;
+    a->first_value = 0.0f;
+    a->first_index = DQN_HEALTH_NO_INDEX;
+    a->sumsq = a->sumabs = 0.0;
+}
+
+/* b folds into a; b's indices are later than a's only by position, so the smaller index wins */
+__device__ static void acc_merge(hacc *a, const hacc *b) {
+    a->nonfinite += b->nonfinite;
+    a->nan += b->nan;
+    a->guarded += b->guarded;
+    a->maxabs = fmaxf(a->maxabs, b->maxabs);
+    a->sumsq += b->sumsq;
+    a->sumabs += b->sumabs;
+    if (b->first_index < a->first_index) {
+        a->first_index = b->first_index;
+        a->first_value = b->first_value;
+    }
+}
+
+__device__ static void acc_shfl_down(hacc *a, int o) {
+    hacc b;
+    b.nonfinite = __shfl_down_sync(0xffffffffu, a->nonfinite, o);
+    b.nan = __shfl_down_sync(0xffffffffu, a->nan, o);
+    b.guarded = __shfl_down_sync(0xffffffffu, a->guarded, o);
+    b.maxabs = __shfl_down_sync(0xffffffffu, a->maxabs, o);
+    b.first_value = __shfl_down_sync(0xffffffffu, a->first_value, o);
+    b.first_index = __shfl_down_sync(0xffffffffu, a->first_index, o);
+    b.sumsq = __shfl_down_sync(0xffffffffu, a->sumsq, o);
+    b.sumabs = __shfl_down_sync(0xffffffffu, a->sumabs, o);
+    acc_merge(a, &b);
+}
+
+__device__ static void warp_reduce(hacc *a) {
+    for (int o = 16; o > 0; o >>= 1) acc_shfl_down(a, o);
+}
+
+/* the whole block's sum in thread 0 (warps in order, lanes in a fixed tree) */
+__device__ static void block_reduce(hacc *a, hacc *sh) {
+    warp_reduce(a);
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+    if (l == 0) sh[w] = *a;
+    __syncthreads();
+    if (w == 0) {
+        if (l < HW) *a = sh[l];
+        else acc_init(a);
+        warp_reduce(a);
+    }
+    __syncthreads();
+}
+
+__device__ static hpart to_part(const hacc *a, float bound) {
+    hpart p;
+    p.nonfinite = a->nonfinite;
+    p.nan = a->nan;
+    p.guarded = a->guarded;
+    p.bound = bound;
+    p.maxabs = a->maxabs;
+    p.first_value = a->first_value;
+    p.first_index = a->first_index;
+    p.sumsq = a->sumsq;
+    p.sumabs = a->sumabs;
+    return p;
+}
+
+__device__ static void scan_one(hacc *a, float *x, size_t i, float v, float bound, bool guard) {
+    if (!isfinite(v)) {
+        a->nonfinite++;
+        if (isnan(v)) a->nan++;
+        if (i < a->first_index) {
+            a->first_index = i;
+            a->first_value = v;
+        }
+        if (guard) {
+            x[i] = 0.0f;
+            a->guarded++;
+        }
+        return;
+    }
+    float av = fabsf(v);
+    a->maxabs = fmaxf(a->maxabs, av);
+    a->sumsq += (double)v * (double)v;
+    a->sumabs += (double)av;
+    if (guard && av > bound) {
+        x[i] = copysignf(bound, v);
+        a->guarded++;
+    }
+}
+
+/* What an op needs to compute check j of a deferred plan itself: block b of its launch writes
+ * parts[b] for b < nparts (its figures of x's n elements, in any split among the blocks), with
+ * the bound max(guard_scale * *isv_bound, guard_floor) read before the commit feeds the ISV. */
+typedef struct {
+    const float *x;
+    size_t n;
+    hpart *parts;
+    int nparts, guard;
+    const float *isv_bound;
+    float guard_scale, guard_floor;
+} cuda_hosted;
+
+/* A deferred plan's checks as cuda_hosted (at most max): *n of them, 0 if the plan has copies or
+ * an optimizer step or is not deferred (an op then runs it as a kernel after itself). */
+void cuda_health_hosted(const void *plan, cuda_hosted *out, int max, int *n);
+
+#endif
