@@ -205,8 +205,8 @@ static dqn_status oc_iqn_embed_fwd(dqn_backend *be, const float *tau, const floa
 }
 OC_WRAP(iqn_bwd, 1,
         (dqn_backend *be, const float *dcat, const float *h, const float *phi, float *dz,
-         float *dh, float *dphi, float *dphi_b, int B, int T, int d),
-        (oc_inner, dcat, h, phi, dz, dh, dphi, dphi_b, B, T, d))
+         float *dh, float *dphi, float *dphi_b, int B, int T, int d, const void *hplan),
+        (oc_inner, dcat, h, phi, dz, dh, dphi, dphi_b, B, T, d, hplan))
 OC_WRAP(adam_target_step, 1,
         (dqn_backend *be, float *p, const float *g, float *m, float *v, float *target, size_t n,
          float lr, float beta1, float beta2, float eps, float wd, const float *gnorm,

@@ -612,6 +612,139 @@ static void test_hosted_embed(dqn_backend *emb, int B, int T, int d, int n_cos, 
     free(h);
 }
 
+/* iqn_bwd with the deferred plan of dz (its input) runs it as it loads dz: against the plan run
+ * as its own kernel before the op, the records (counts, maxima, indices exactly; sums to
+ * rounding) and every output, the clamped dz included, bit for bit; against the CPU's op with the
+ * plan, the same counts, clamps and dz. dz holds NaN, +-Inf and 1e30 (past the bound: clamped in
+ * guard mode, a RANGE event in detect mode) every few hundred elements. */
+/* equal, or NaN in both (the CPU and the GPU make NaNs of different bits) */
+static int same_or_nan(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!(isnan(a[i]) ? isnan(b[i]) : memcmp(&a[i], &b[i], 4) == 0)) return 0;
+    return 1;
+}
+
+static void test_hosted_dz(int B, int T, int d, int guard_mode) {
+    const size_t R = (size_t)B * T, n = R * d, nh = (size_t)B * d;
+    buf h = make_buf(nh, 0), phi = make_buf(n, 0), dz[3];
+    for (size_t i = 0; i < n; i++) phi.c[i] = phi.c[i] > 0.0f ? phi.c[i] : 0.0f;   /* post-ReLU */
+    CHECK_OK(gpu->ops->h2d(gpu, phi.g, phi.c, n * 4));
+    dz[0] = make_buf(n, 331);
+    for (size_t i = 0; i < n; i++)
+        if (dz[0].c[i] == 5e8f) dz[0].c[i] = 1e30f;
+    dz[0].c[n / 3] = 1e30f;
+    dz[0].c[n - 2] = NAN;
+    for (int k = 1; k < 3; k++) {
+        dz[k] = make_buf(n, 0);
+        memcpy(dz[k].c, dz[0].c, n * 4);
+        CHECK_OK(gpu->ops->h2d(gpu, dz[k].g, dz[0].c, n * 4));
+    }
+    CHECK_OK(gpu->ops->h2d(gpu, dz[0].g, dz[0].c, n * 4));
+    float *dh[3], *dphi[3];
+    dqn_health_block *blk[3], *got[3];
+    uint64_t *stp[3], st0 = 5;
+    for (int k = 0; k < 3; k++) {
+        got[k] = calloc(1, sizeof *got[k]);
+        got[k]->event.slot = -1;
+        got[k]->isv[0] = 2.0f;   /* the bound: 2e6 */
+        if (k < 2) {
+            CHECK_OK(gpu->ops->alloc(gpu, (void **)&dh[k], nh * 4));
+            CHECK_OK(gpu->ops->alloc(gpu, (void **)&dphi[k], n * 4));
+            CHECK_OK(gpu->ops->alloc(gpu, (void **)&blk[k], sizeof *blk[k]));
+            CHECK_OK(gpu->ops->h2d(gpu, blk[k], got[k], sizeof *got[k]));
+            CHECK_OK(gpu->ops->alloc(gpu, (void **)&stp[k], 8));
+            CHECK_OK(gpu->ops->h2d(gpu, stp[k], &st0, 8));
+        } else {
+            dh[k] = malloc(nh * 4);
+            dphi[k] = malloc(n * 4);
+            blk[k] = calloc(1, sizeof *blk[k]);
+            *blk[k] = *got[k];
+            stp[k] = malloc(8);
+            *stp[k] = st0;
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        dqn_backend *be = k < 2 ? gpu : cpu;
+        float *x = k < 2 ? dz[k].g : dz[k].c;
+        dqn_hcheck ck = {x, n, 0, 0, 1, -1, DQN_HSTAT_NONE, 1};
+        dqn_hplan_desc dd = {.blk = blk[k], .step = stp[k], .guard_scale = 1e6f,
+                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = guard_mode,
+                             .checks = &ck, .n_checks = 1, .defer = 1};
+        void *pd, *pc;
+        CHECK_OK(be->ops->health_plan(be, &dd, &pd));
+        void *const df[1] = {pd};
+        dqn_hplan_desc dc = {.blk = blk[k], .step = stp[k], .guard_scale = 1e6f,
+                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = guard_mode,
+                             .commit = 1, .n_slots = 1, .rollback_slot = -1, .deferred = df,
+                             .n_deferred = 1};
+        CHECK_OK(be->ops->health_plan(be, &dc, &pc));
+        if (k == 1) CHECK_OK(be->ops->health_check(be, pd));
+        CHECK_OK(be->ops->iqn_bwd(be, NULL, k < 2 ? h.g : h.c, k < 2 ? phi.g : phi.c, x, dh[k],
+                                  dphi[k], NULL, B, T, d, k == 1 ? NULL : pd));
+        CHECK_OK(be->ops->health_check(be, pc));
+        CHECK_OK(be->ops->sync(be));
+        if (k < 2) CHECK_OK(be->ops->d2h(be, got[k], blk[k], sizeof *got[k]));
+        else *got[k] = *blk[k];
+        be->ops->health_plan_free(be, pc);
+        be->ops->health_plan_free(be, pd);
+    }
+    const dqn_hslot_cur *a = &got[0]->cur[0], *e = &got[1]->cur[0], *c = &got[2]->cur[0];
+    const char *mode = guard_mode ? "guard" : "detect";
+    CHECK(a->nonfinite == e->nonfinite && a->nan == e->nan && a->guarded == e->guarded &&
+              a->event == e->event && a->maxabs == e->maxabs && a->bound == e->bound &&
+              a->first_index == e->first_index && isnan(a->first_value) == isnan(e->first_value),
+          "hosted dz %s B=%d T=%d d=%d: %u/%u/%u ev %u max %g idx %llu; as a kernel %u/%u/%u ev %u "
+          "max %g idx %llu", mode, B, T, d, a->nonfinite, a->nan, a->guarded, a->event, a->maxabs,
+          (unsigned long long)a->first_index, e->nonfinite, e->nan, e->guarded, e->event,
+          e->maxabs, (unsigned long long)e->first_index);
+    CHECK(rel_err(a->rms, e->rms, 1e-30) < 1e-6 && rel_err(a->meanabs, e->meanabs, 1e-30) < 1e-6,
+          "hosted dz %s: rms %g / %g", mode, a->rms, e->rms);
+    CHECK(a->nonfinite == c->nonfinite && a->nan == c->nan && a->guarded == c->guarded &&
+              a->first_index == c->first_index && a->maxabs == c->maxabs && a->event == c->event &&
+              rel_err(a->rms, c->rms, 1e-30) < 1e-5,
+          "hosted dz %s against the cpu: %u/%u/%u idx %llu; cpu %u/%u/%u idx %llu", mode,
+          a->nonfinite, a->nan, a->guarded, (unsigned long long)a->first_index, c->nonfinite,
+          c->nan, c->guarded, (unsigned long long)c->first_index);
+    CHECK(a->nonfinite > 0 && a->maxabs == 1e30f && (a->guarded > 0) == (guard_mode != 0),
+          "hosted dz %s: the inputs were not what the test needs (%u non-finite, max %g, %u "
+          "guarded)", mode, a->nonfinite, a->maxabs, a->guarded);
+    float *o[2][3];
+    const size_t on[3] = {n, nh, n};
+    for (int k = 0; k < 2; k++) {
+        const float *src[3] = {dz[k].g, dh[k], dphi[k]};
+        for (int q = 0; q < 3; q++) {
+            o[k][q] = malloc(on[q] * 4);
+            CHECK_OK(gpu->ops->d2h(gpu, o[k][q], src[q], on[q] * 4));
+        }
+    }
+    CHECK(memcmp(o[0][0], o[1][0], n * 4) == 0 && memcmp(o[0][1], o[1][1], nh * 4) == 0 &&
+              memcmp(o[0][2], o[1][2], n * 4) == 0,
+          "hosted dz %s: dz, dh or dphi differ from the plan run before the op", mode);
+    CHECK(same_or_nan(o[0][0], dz[2].c, n) && same_or_nan(o[0][2], dphi[2], n),
+          "hosted dz %s: dz or dphi differ from the cpu's", mode);
+    printf("  hosted dz %s B=%d T=%d d=%d: %u non-finite, %u guarded, max %g, event %u\n", mode, B,
+           T, d, a->nonfinite, a->guarded, a->maxabs, a->event);
+    for (int k = 0; k < 2; k++)
+        for (int q = 0; q < 3; q++) free(o[k][q]);
+    for (int k = 0; k < 3; k++) {
+        free_buf(&dz[k]);
+        free(got[k]);
+        if (k < 2) {
+            gpu->ops->free(gpu, dh[k]);
+            gpu->ops->free(gpu, dphi[k]);
+            gpu->ops->free(gpu, blk[k]);
+            gpu->ops->free(gpu, stp[k]);
+        } else {
+            free(dh[k]);
+            free(dphi[k]);
+            free(blk[k]);
+            free(stp[k]);
+        }
+    }
+    free_buf(&h);
+    free_buf(&phi);
+}
+
 /* ---- the captured update ---- */
 
 /* on be; hosted: only the slots around the embedding (obs and the first GRN block's output,
@@ -717,6 +850,11 @@ int main(void) {
     test_op(small ? 70001 : 9000001);
     test_op_shapes(2200003);
     test_op_adam();
+    for (int g = 0; g < 2; g++) {
+        test_hosted_dz(7, 9, 24, g);
+        test_hosted_dz(300, 32, 64, g);
+        if (!small) test_hosted_dz(4096, 32, 256, g);
+    }
     /* phi's and z's checks computed by the embedding's kernel: emb takes it at any size */
     dqn_backend *emb = NULL;
     setenv("DQN_CUDA_IQN_EMBED_ELEMS", "0", 1);

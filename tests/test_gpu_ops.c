@@ -968,28 +968,29 @@ static void test_fused_iqn(int B, int T, int d, int timed) {
     expect_f("iqn_fwd z (no cat)", z, 0.0);
     vf dcat = in_f(2 * nz, -1, 1), dz = out_f(nz), dh = out_f(nh), dphi = out_f(nz);
     vf dphib = out_f((size_t)d);
-    CPU(iqn_bwd, dcat.c, h.c, phi.c, dz.c, dh.c, dphi.c, dphib.c, B, T, d);
-    CHECK_OK(gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g, dphi.g, dphib.g, B, T, d));
+    CPU(iqn_bwd, dcat.c, h.c, phi.c, dz.c, dh.c, dphi.c, dphib.c, B, T, d, NULL);
+    CHECK_OK(
+        gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g, dphi.g, dphib.g, B, T, d, NULL));
     expect_f("iqn_bwd dz (dcat)", dz, 0.0);
     expect_f("iqn_bwd dh (dcat)", dh, TOL_RED);
     expect_f("iqn_bwd dphi (dcat)", dphi, 0.0);
     expect_f("iqn_bwd dphi_b (dcat)", dphib, TOL_RED);
     poison(dz.g, nz * sizeof(float));
-    CHECK_OK(gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g, dphi.g, NULL, B, T, d));
+    CHECK_OK(gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g, dphi.g, NULL, B, T, d, NULL));
     expect_f("iqn_bwd dz (dcat, no dphi_b)", dz, 0.0);
     vf dz2 = in_f(nz, -1, 1);
     poison(dh.g, nh * sizeof(float));
     poison(dphi.g, nz * sizeof(float));
-    CPU(iqn_bwd, NULL, h.c, phi.c, dz2.c, dh.c, dphi.c, NULL, B, T, d);
-    CHECK_OK(gpu->ops->iqn_bwd(gpu, NULL, h.g, phi.g, dz2.g, dh.g, dphi.g, NULL, B, T, d));
+    CPU(iqn_bwd, NULL, h.c, phi.c, dz2.c, dh.c, dphi.c, NULL, B, T, d, NULL);
+    CHECK_OK(gpu->ops->iqn_bwd(gpu, NULL, h.g, phi.g, dz2.g, dh.g, dphi.g, NULL, B, T, d, NULL));
     expect_f("iqn_bwd dh (no dcat)", dh, TOL_RED);
     expect_f("iqn_bwd dphi (no dcat)", dphi, 0.0);
     if (timed) {
         TIME_GPU("iqn_fwd (z and cat)", gpu->ops->iqn_fwd(gpu, h.g, phi.g, z.g, cat.g, B, T, d));
         TIME_GPU("iqn_bwd (dcat)", gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g, dphi.g,
-                                                     NULL, B, T, d));
+                                                     NULL, B, T, d, NULL));
         TIME_GPU("iqn_bwd (dcat, dphi_b)", gpu->ops->iqn_bwd(gpu, dcat.g, h.g, phi.g, dz.g, dh.g,
-                                                             dphi.g, dphib.g, B, T, d));
+                                                             dphi.g, dphib.g, B, T, d, NULL));
     }
     release_all();
 }

@@ -526,7 +526,7 @@ static void test_iqn_mix(int B, int T, int d, int with_cat) {
     float *dz = with_cat ? poisoned(nz) : copy_of(mx.r, nz), *dh = poisoned(nh);
     float *dpre = poisoned(nz);
     CHECK_OK(be->ops->iqn_bwd(be, with_cat ? mx.r : NULL, mx.h, mx.phi, dz, dh, dpre, NULL, B, T,
-                              d));
+                              d, NULL));
     CHECK(all_finite(dz, nz) && all_finite(dh, nh) && all_finite(dpre, nz),
           "iqn_bwd left outputs unwritten");
     int dz_ok = 1;

@@ -984,7 +984,7 @@ static void test_iqn_fused(int B, int T, int d) {
     CHECK_OK(ops->mul_bcast_bwd(be, h, phi, dz[0], dh[0], dphi[0], B, T, d));
     CHECK_OK(ops->axpy(be, 1.0f, dh2, dh[0], nh));
     CHECK_OK(ops->relu_bwd(be, phi, dphi[0], dphi[0], nz));
-    CHECK_OK(ops->iqn_bwd(be, dcat, h, phi, dz[1], dh[1], dphi[1], NULL, B, T, d));
+    CHECK_OK(ops->iqn_bwd(be, dcat, h, phi, dz[1], dh[1], dphi[1], NULL, B, T, d, NULL));
     CHECK(same_bytes(dz[0], dz[1], nz * 4) && same_bytes(dh[0], dh[1], nh * 4) &&
               same_bytes(dphi[0], dphi[1], nz * 4),
           "iqn_bwd B=%d T=%d d=%d (dcat) differs from the unfused sequence", B, T, d);
@@ -992,7 +992,7 @@ static void test_iqn_fused(int B, int T, int d) {
     float *db[2] = {poisoned((size_t)d), poisoned((size_t)d)}, *dphi3 = poisoned(nz);
     float *cosx = rand_f((size_t)B * T * 3, -1, 1), *w3 = rand_f((size_t)d * 3, -1, 1);
     float *dw3 = poisoned((size_t)d * 3);
-    CHECK_OK(ops->iqn_bwd(be, dcat, h, phi, dz[1], dh[1], dphi3, db[1], B, T, d));
+    CHECK_OK(ops->iqn_bwd(be, dcat, h, phi, dz[1], dh[1], dphi3, db[1], B, T, d, NULL));
     CHECK_OK(ops->linear_bwd(be, cosx, w3, dphi3, NULL, dw3, db[0], B * T, 3, d));
     CHECK(same_bytes(dphi[0], dphi3, nz * 4) && same_bytes(db[0], db[1], (size_t)d * 4),
           "iqn_bwd B=%d T=%d d=%d: dphi_b differs from linear_bwd's column sum of dphi", B, T, d);
@@ -1000,7 +1000,7 @@ static void test_iqn_fused(int B, int T, int d) {
     /* without: mul_bcast_bwd, relu_bwd, dz the input */
     CHECK_OK(ops->mul_bcast_bwd(be, h, phi, z[0], dh[0], dphi[0], B, T, d));
     CHECK_OK(ops->relu_bwd(be, phi, dphi[0], dphi[0], nz));
-    CHECK_OK(ops->iqn_bwd(be, NULL, h, phi, z[0], dh[1], dphi[1], NULL, B, T, d));
+    CHECK_OK(ops->iqn_bwd(be, NULL, h, phi, z[0], dh[1], dphi[1], NULL, B, T, d, NULL));
     CHECK(same_bytes(dh[0], dh[1], nh * 4) && same_bytes(dphi[0], dphi[1], nz * 4) &&
               same_bytes(z[0], z[1], nz * 4),
           "iqn_bwd B=%d T=%d d=%d (no dcat) differs from mul_bcast_bwd + relu_bwd", B, T, d);

@@ -291,9 +291,13 @@ typedef struct dqn_ops {
      * (+ sum_i dcat[:, d:2d]) and dphi = dz * h * (phi > 0) (phi is post-ReLU). Bit-identical to
      * the sequence. dphi_b (optional) [d]: dphi's column sums over its B*T rows, the phi layer's
      * bias gradient, so that linear_bwd need not read dphi again for it (the CPU adds the rows in
-     * order, as linear_bwd's db does, bit for bit; CUDA sums each state's taus first). */
+     * order, as linear_bwd's db does, bit for bit; CUDA sums each state's taus first). hplan
+     * (optional, with dcat NULL): a deferred health plan (made by this backend) of dz as the op
+     * reads it, which the op leaves done, guards included, as health_check(hplan) run before it
+     * would; CUDA's kernel scans (and clamps) dz as it loads it. */
     dqn_status (*iqn_bwd)(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                          float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d);
+                          float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d,
+                          const void *hplan);
     /* The optimizer step: adam(p, g, m, v, n, ..., gnorm, max_norm, step, skip), then
      * target_update(target, p, n, period, tau, step), then step_incr(step). Bit-identical to the
      * three ops. */

@@ -1,7 +1,8 @@
 /* The numerical-health wiring of the update (SPEC 4): which buffer each slot of the table
  * (health/slots.c) checks, where in the update, with which guard; the state backup that
  * `dqn health --replay` and the guard's rollback use. Checks are batched into few plans (one op
- * each): in guard mode the clamp points inline, where SPEC 4 puts them; phi and z in the
+ * each): in guard mode the clamp points inline, where SPEC 4 puts them; d_z in iqn_bwd, which
+ * runs its plan (the clamp of the split bottleneck's) as it reads it; phi and z in the
  * embedding's op where the backend computes their scans as it writes them; everything else in the
  * commit, which also runs the optimizer step (its pass saves the state it changes and scans the
  * parameters it writes) and does every check's bookkeeping. So every bound of an update comes
@@ -14,6 +15,12 @@
 #include "model/model.h"
 
 #define OPS (be->ops)
+
+/* From this many d_z elements (8 MiB) iqn_bwd scans d_z as it reads it, in place of the commit's
+ * re-read; below, the scan's double sums lengthen iqn_bwd's per-thread chains more than the
+ * commit's scan costs (H200: cartpole B = 256, 0.5M elements, +2 us in both modes; neutral at
+ * 2M, -12 us at 8M) */
+#define HOSTED_DZ_ELEMS ((size_t)1 << 21)
 
 static dqn_hcheck check_of(const dqn_model *m, int slot, float *x, size_t n) {
     const dqn_health_table *t = &m->h.tab;
@@ -208,6 +215,9 @@ static dqn_status build_plans(dqn_model *m) {
         feed(&kc, t->i_rms_dcat, DQN_HSTAT_RMS);
     }
     kz = check_of(m, t->d_z, dz, R * d);   /* a clamp point only when split */
+    /* iqn_bwd runs d_z's plan as it reads it, where it is the op's input (model.c), when that
+     * saves a node (the split's clamp in guard mode) or a re-read worth its cost */
+    const int dz_hosted = (!bn || split) && ((guard && split) || R * d >= HOSTED_DZ_ELEMS);
     kt = check_of(m, t->d_trunk, m->bw.dh, B * d);
     feed(&kt, t->i_rms_dtrunk, DQN_HSTAT_RMS);
     if (Lb > 0) {
@@ -217,7 +227,6 @@ static dqn_status build_plans(dqn_model *m) {
     if (guard) {
         const struct { int on; dqn_hcheck *k; void **plan; } inl[] = {
             {bn, &kc, &h->plan_dcat},
-            {split, &kz, &h->plan_dz},
             {1, &kt, &h->plan_dtrunk},
             {Lb > 0, &ko, &h->plan_dtrunk_out},
         };
@@ -227,6 +236,11 @@ static dqn_status build_plans(dqn_model *m) {
             add_check(p, *inl[j].k);
             s = make_plan(m, p, 0, 1, NULL, inl[j].plan);
         }
+    }
+    if (dz_hosted && s == DQN_OK) {
+        memset(p, 0, sizeof *p);
+        add_check(p, kz);
+        s = make_plan(m, p, 0, 1, NULL, &h->plan_dz);
     }
 
     /* The commit runs the optimizer step (Adam, the target, the counter), which saves the state
@@ -272,7 +286,7 @@ static dqn_status build_plans(dqn_model *m) {
         add_check(p, kt);
         if (Lb > 0) add_check(p, ko);
     }
-    if (!guard || !split) add_check(p, kz);
+    if (!dz_hosted) add_check(p, kz);
     for (int l = 1; l < Lb; l++) add_check(p, check_of(m, t->grn_din[l], m->bw.dh_in[l], B * d));
     for (int j = 0; j < L->n_tensors; j++)
         add_check(p, check_of(m, t->grad[j], m->grads + L->t[j].offset, L->t[j].size));
@@ -345,7 +359,6 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
     if (h->mode != DQN_HEALTH_GUARD) return DQN_OK;
     if (slot == t->d_adv) return OPS->health_check(be, h->plan_heads);
     if (slot == t->d_concat) return OPS->health_check(be, h->plan_dcat);
-    if (slot == t->d_z && h->plan_dz) return OPS->health_check(be, h->plan_dz);
     if (slot == t->d_trunk) return OPS->health_check(be, h->plan_dtrunk);
     if (slot == t->grn_din[0]) return OPS->health_check(be, h->plan_dtrunk_out);
     return DQN_OK;

@@ -126,9 +126,11 @@ dqn_status cpu_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, 
  * (dz * h) * (phi > 0) (mul_bcast_bwd, relu_bwd); dphi_b gets each column's rows in row order,
  * as cpu_colsum adds them. */
 dqn_status cpu_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                       float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d) {
-    (void)be;
+                       float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d,
+                       const void *hplan) {
     REQUIRE(B >= 0 && T >= 0 && d >= 0, "iqn_bwd: B=%d T=%d d=%d", B, T, d);
+    REQUIRE(!hplan || !dcat, "iqn_bwd: a health plan of dz needs dz as the input (dcat NULL)");
+    if (hplan) DQN_TRY(be->ops->health_check(be, hplan));
     const size_t D2 = 2 * (size_t)d;
     if (dphi_b)
         for (size_t k = 0; k < (size_t)d; k++) dphi_b[k] = 0.0f;

@@ -478,7 +478,8 @@ dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W,
 int cuda_iqn_embed_hosts(dqn_backend *be, int B, int T, int n_cos, int d);
 dqn_status cuda_iqn_embed_init(void);
 dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                        float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d);
+                        float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d,
+                        const void *hplan);
 dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,
                                  float *target, size_t n, float lr, float beta1, float beta2,
                                  float eps, float wd, const float *gnorm, float max_norm,

@@ -777,7 +777,8 @@ void cuda_health_hosted(const void *plan, cuda_hosted *out, int max, int *n) {
     if (!p || !p->k.defer || p->k.n_copies || p->k.has_adam || p->k.n_checks > max) return;
     for (int j = 0; j < p->k.n_checks; j++) {
         const dqn_hcheck *c = &p->checks_host[j];
-        cuda_hosted h = {c->x, c->n, p->k.parts + p->soff_host[j], p->nb_host[j], c->guard,
+        cuda_hosted h = {c->x, c->n, p->k.parts + p->soff_host[j], p->nb_host[j],
+                         c->guard && p->k.guard_mode,
                          &p->k.blk->isv[c->isv_bound], p->k.guard_scale, p->k.guard_floor};
         out[j] = h;
     }

@@ -123,7 +123,7 @@ typedef struct {
     const float *x;
     size_t n;
     hpart *parts;
-    int nparts, guard;
+    int nparts, guard;             /* guard: clamps in place (a guard point in guard mode) */
     const float *isv_bound;
     float guard_scale, guard_floor;
 } cuda_hosted;

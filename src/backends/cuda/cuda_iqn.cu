@@ -154,14 +154,31 @@ __global__ void k_iqn_fwd(const float *__restrict__ h, const float *__restrict__
     }
 }
 
+/* HOST: the health plan of dz (cuda_health_hosted), run as the kernel loads dz: each value is
+ * scanned (and, with guard, clamped, the clamp stored back) before it is used; block b writes
+ * partial b of nparts (grid <= nparts). */
+typedef struct {
+    hpart *parts;
+    const float *isv_bound;
+    float guard_scale, guard_floor;
+    int nparts, guard;
+} ib_host;
+
 /* One thread per (state, column), taus in order, in the CPU reference's rounding (no FMA):
  * dz from dcat's first half, dh = sum dz*phi + 1 * sum dcat's second half, dphi through ReLU,
  * and with dps [B, d] the state's sum of dphi over its taus, in tau order.
  * IQ_BATCH taus' inputs are loaded before their stores, so a batch costs one round trip. */
+template <bool HOST>
 __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, float *dz, float *dh,
-                          float *dphi, float *dps, size_t B, int T, int d) {
+                          float *dphi, float *dps, size_t B, int T, int d, ib_host hs) {
     KERNEL_PROLOGUE();
     const size_t D2 = 2 * (size_t)d;
+    hacc a;
+    float bound = 0.0f;
+    if (HOST) {
+        acc_init(&a);
+        bound = fmaxf(hs.guard_scale * *hs.isv_bound, hs.guard_floor);
+    }
     GRID_STRIDE(e, B * (size_t)d) {
         size_t s = e / (size_t)d, j = e % (size_t)d;
         float hv = h[e], am = 0.0f, ac = 0.0f, ps = 0.0f;
@@ -179,6 +196,11 @@ __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, f
             for (int u = 0; u < IQ_BATCH; u++) {
                 if (i0 + u >= T) break;
                 const size_t q = (s * (size_t)T + (size_t)(i0 + u)) * (size_t)d + j;
+                if (HOST) {
+                    const float v = gz[u];
+                    scan_one(&a, dz, q, v, bound, hs.guard);
+                    if (hs.guard) gz[u] = !isfinite(v) ? 0.0f : fabsf(v) > bound ? copysignf(bound, v) : v;
+                }
                 if (dcat) {
                     dz[q] = gz[u];
                     ac = __fadd_rn(ac, c2[u]);
@@ -192,7 +214,19 @@ __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, f
         dh[e] = dcat ? __fadd_rn(am, ac) : am;
         if (dps) dps[e] = ps;
     }
+    if (HOST) {
+        __shared__ hacc red[HW];
+        block_reduce(&a, red);
+        if (threadIdx.x == 0) {
+            hacc none;
+            acc_init(&none);
+            const hpart pt = to_part(&a, bound), pe = to_part(&none, bound);
+            for (int q = blockIdx.x; q < hs.nparts; q += gridDim.x)
+                hs.parts[q] = q == (int)blockIdx.x ? pt : pe;
+        }
+    }
 }
+static_assert(CUDA_THREADS == HT, "k_iqn_bwd's block reduction: the health kernels' block shape");
 
 dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
                         int B, int T, int d) {
@@ -205,16 +239,39 @@ dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float
 /* dphi_b: the per-state sums in the scratch's upper half, then a column sum over B rows (its
  * partials in the lower half) instead of one over B*T rows; where they would not fit, the latter */
 dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                        float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d) {
+                        float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d,
+                        const void *hplan) {
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "iqn_bwd: bad shape B=%d T=%d d=%d", B, T, d);
+    CUDA_ARG(!hplan || !dcat, "iqn_bwd: a health plan of dz needs dz as the input (dcat NULL)");
     cuda_impl *c = cuda_of(be);
     const size_t half = CUDA_SCRATCH_FLOATS / 2, n = (size_t)B * (size_t)d;
     float *dps = dphi_b && n <= half && 2 * (size_t)COLSUM_MAX_PARTS * (size_t)d <= half
                      ? c->scratch + half
                      : NULL;
-    if (n > 0)
-        KLAUNCH(k_iqn_bwd, cuda_blocks(c, n, CUDA_THREADS), CUDA_THREADS, 0, dcat, h, phi, dz, dh,
-                dphi, dps, (size_t)B, T, d);
+    /* the plan hosted: one check of exactly dz's B*T rows */
+    ib_host hs;
+    memset(&hs, 0, sizeof hs);
+    cuda_hosted k;
+    int nk = 0;
+    if (hplan) cuda_health_hosted(hplan, &k, 1, &nk);
+    if (nk == 1 && k.x == dz && k.n == n * (size_t)T && k.nparts >= 1 && n > 0) {
+        hs.parts = k.parts;
+        hs.isv_bound = k.isv_bound;
+        hs.guard_scale = k.guard_scale;
+        hs.guard_floor = k.guard_floor;
+        hs.nparts = k.nparts;
+        hs.guard = k.guard;
+    } else if (hplan) {
+        DQN_TRY(cuda_health_check(be, hplan));
+    }
+    unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
+    if (hs.nparts && (unsigned)hs.nparts < grid) grid = (unsigned)hs.nparts;
+    if (n > 0 && hs.nparts)
+        KLAUNCH(k_iqn_bwd<true>, grid, CUDA_THREADS, 0, dcat, h, phi, dz, dh, dphi, dps,
+                (size_t)B, T, d, hs);
+    else if (n > 0)
+        KLAUNCH(k_iqn_bwd<false>, grid, CUDA_THREADS, 0, dcat, h, phi, dz, dh, dphi, dps,
+                (size_t)B, T, d, hs);
     if (!dphi_b) return DQN_OK;
     if (dps) return cuda_colsum(c, dps, B, d, NULL, NULL, NULL, NULL, dphi_b);
     return cuda_colsum(c, dphi, B * T, d, NULL, NULL, NULL, NULL, dphi_b);
