@@ -475,8 +475,8 @@ static void test_hosted_embed(dqn_backend *emb, int B, int T, int d, int n_cos, 
                               int variant) {
     const int R = B * T, keep = keep_states * T;
     const size_t nz = (size_t)R * d;
-    float *tau = malloc((size_t)R * 4), *W = malloc((size_t)d * n_cos * 4), *bb = malloc((size_t)d * 4),
-          *h = malloc((size_t)B * d * 4);
+    float *tau = malloc((size_t)R * 4), *W = malloc((size_t)d * n_cos * 4);
+    float *bb = malloc((size_t)d * 4), *h = malloc((size_t)B * d * 4);
     for (int i = 0; i < R; i++) tau[i] = 0.5f + 0.5f * rnd();
     for (int i = 0; i < d * n_cos; i++) W[i] = (variant == 3 ? 1e-20f : 0.3f) * rnd();
     for (int i = 0; i < d; i++) bb[i] = (variant == 3 ? 1e-21f : 0.5f) * rnd();

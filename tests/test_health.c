@@ -208,6 +208,11 @@ static void test_embed_hplan(void) {
                                         KEEP, k ? NULL : pd));
         if (k) CHECK_OK(be->ops->health_check(be, pd));
         CHECK_OK(be->ops->health_check(be, pc));
+        /* iqn_bwd hosts a plan of dz only where dz is its input */
+        static float dcat[R * 2 * D], dh[B * D], dphi[R * D];
+        CHECK(be->ops->iqn_bwd(be, dcat, h, phi[k], z[k], dh, dphi, NULL, B, T, D, pd) ==
+                  DQN_ERR_ARG,
+              "iqn_bwd took a plan of dz with dcat given");
         be->ops->health_plan_free(be, pc);
         be->ops->health_plan_free(be, pd);
     }

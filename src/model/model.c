@@ -226,7 +226,8 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
      * read dphi once more (the same bits either way on the CPU) */
     float *phi_b = (size_t)R * (size_t)d >= PHI_BIAS_IN_IQN_ELEMS ? G + L->phi.b : NULL;
     /* d_z's check (and in guard mode with the split, its clamp) as iqn_bwd reads it */
-    const void *hplan = !(bn && !split) && hm && hm->h.mode != DQN_HEALTH_OFF ? hm->h.plan_dz : NULL;
+    const int hosts = !(bn && !split) && hm && hm->h.mode != DQN_HEALTH_OFF;
+    const void *hplan = hosts ? hm->h.plan_dz : NULL;
     DQN_TRY(OPS->iqn_bwd(be, bn && !split ? w->dcat : NULL, h, f->phi, bn ? w->dz : w->du, w->dh,
                          w->dphi, phi_b, B, T, d, hplan));
     if (bn && !split) SLOT(hm, d_z, w->dz, (size_t)R * d);

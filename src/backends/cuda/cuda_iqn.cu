@@ -199,7 +199,8 @@ __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, f
                 if (HOST) {
                     const float v = gz[u];
                     scan_one(&a, dz, q, v, bound, hs.guard);
-                    if (hs.guard) gz[u] = !isfinite(v) ? 0.0f : fabsf(v) > bound ? copysignf(bound, v) : v;
+                    if (hs.guard)
+                        gz[u] = !isfinite(v) ? 0.0f : fabsf(v) > bound ? copysignf(bound, v) : v;
                 }
                 if (dcat) {
                     dz[q] = gz[u];
@@ -466,7 +467,8 @@ __global__ void __launch_bounds__(IE_WARPS * 32, 2)
             hacc a = hst[c * IE_WARPS * 32 + tid];
             block_reduce(&a, red);
             if (tid == 0) {
-                const hpart pt = to_part(&a, fmaxf(hs.guard_scale * *hs.isv_bound[c], hs.guard_floor));
+                const float bound = fmaxf(hs.guard_scale * *hs.isv_bound[c], hs.guard_floor);
+                const hpart pt = to_part(&a, bound);
                 /* the plan's partials past the grid's hold nothing */
                 hacc e;
                 acc_init(&e);
@@ -566,17 +568,13 @@ dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W,
                          (uintptr_t)phi | (uintptr_t)z | (uintptr_t)cat;
     const int fits = ie_fits(c, R, n_cos, d) && al % 16 == 0;
     ie_host hs;
-    if (fits && hplan) ie_hosting(hplan, phi, z, keep, d, &hs);
+    if (fits && hplan && R > 0) ie_hosting(hplan, phi, z, keep, d, &hs);
     else memset(&hs, 0, sizeof hs);
-    if (R == 0) {
-    } else if (!fits) {
+    if (R > 0 && !fits)
         DQN_TRY(dqn_iqn_embed_seq(be, tau, W, b, h, C, phi, z, cat, B, T, n_cos, d));
-    } else if (d == 64) {
-        DQN_TRY(ie_run<2>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs));
-    } else if (d == 128) {
-        DQN_TRY(ie_run<4>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs));
-    } else {
-        DQN_TRY(ie_run<8>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs));
-    }
+    else if (R > 0)
+        DQN_TRY(d == 64    ? ie_run<2>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs)
+                : d == 128 ? ie_run<4>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs)
+                           : ie_run<8>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs));
     return hplan && !hs.nparts ? cuda_health_check(be, hplan) : DQN_OK;
 }
