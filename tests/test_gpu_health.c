@@ -464,6 +464,45 @@ static void test_op_adam(void) {
 
 /* ---- phi's and z's checks computed by the embedding's kernel (hosted) ---- */
 
+/* One side of a hosted plan's comparison, on backend be: a health block and counter in its
+ * memory, the deferred plan of the checks ck and a commit that finishes it. */
+typedef struct {
+    dqn_backend *be;
+    dqn_health_block *blk;
+    uint64_t *step;
+    void *pd, *pc;
+} hside;
+
+static void hside_make(hside *h, dqn_backend *be, const dqn_health_block *init, uint64_t step,
+                       const dqn_hcheck *ck, int n, int guard_mode) {
+    h->be = be;
+    CHECK_OK(be->ops->alloc(be, (void **)&h->blk, sizeof *h->blk));
+    CHECK_OK(be->ops->h2d(be, h->blk, init, sizeof *init));
+    CHECK_OK(be->ops->alloc(be, (void **)&h->step, 8));
+    CHECK_OK(be->ops->h2d(be, h->step, &step, 8));
+    dqn_hplan_desc dd = {.blk = h->blk, .step = h->step, .guard_scale = 1e6f, .guard_floor = 1e3f,
+                         .decay = 0.99f, .guard_mode = guard_mode, .checks = ck, .n_checks = n,
+                         .defer = 1};
+    CHECK_OK(be->ops->health_plan(be, &dd, &h->pd));
+    void *const df[1] = {h->pd};
+    dqn_hplan_desc dc = {.blk = h->blk, .step = h->step, .guard_scale = 1e6f, .guard_floor = 1e3f,
+                         .decay = 0.99f, .guard_mode = guard_mode, .commit = 1, .n_slots = n,
+                         .rollback_slot = -1, .deferred = df, .n_deferred = 1};
+    CHECK_OK(be->ops->health_plan(be, &dc, &h->pc));
+}
+
+/* the commit, then its records into out; frees the side */
+static void hside_finish(hside *h, dqn_health_block *out) {
+    dqn_backend *be = h->be;
+    CHECK_OK(be->ops->health_check(be, h->pc));
+    CHECK_OK(be->ops->sync(be));
+    CHECK_OK(be->ops->d2h(be, out, h->blk, sizeof *out));
+    be->ops->health_plan_free(be, h->pc);
+    be->ops->health_plan_free(be, h->pd);
+    be->ops->free(be, h->blk);
+    be->ops->free(be, h->step);
+}
+
 /* emb (a backend that takes the one-kernel embedding at any size) runs iqn_embed_fwd with the
  * deferred plan of phi's and z's first keep rows, then a commit that finishes it: its records
  * must be those of the same op without the plan followed by the plan as its own kernel (the
@@ -501,26 +540,12 @@ static void test_hosted_embed(dqn_backend *emb, int B, int T, int d, int n_cos, 
         co[k] = malloc(out_n[k] * 4);
     }
     CHECK_OK(gpu->ops->sync(gpu));
-    /* three health blocks: hosted (0), the plan as its own kernel (1), the CPU (2) */
-    dqn_health_block *blk[3], *got[3];
-    uint64_t *stp[3], st0 = 3;
+    /* three sides: hosted (0), the plan as its own kernel (1), the CPU (2) */
+    dqn_health_block *init = calloc(1, sizeof *init), *got[3];
+    init->event.slot = -1;
+    for (int i = 0; i < 4; i++) init->isv[i] = i == 1 ? 0.0f : 0.25f * (float)(i + 1);
     for (int k = 0; k < 3; k++) {
         got[k] = calloc(1, sizeof *got[k]);
-        got[k]->event.slot = -1;
-        for (int i = 0; i < 4; i++) got[k]->isv[i] = i == 1 ? 0.0f : 0.25f * (float)(i + 1);
-        if (k < 2) {
-            CHECK_OK(emb->ops->alloc(emb, (void **)&blk[k], sizeof *blk[k]));
-            CHECK_OK(emb->ops->h2d(emb, blk[k], got[k], sizeof *got[k]));
-            CHECK_OK(emb->ops->alloc(emb, (void **)&stp[k], 8));
-            CHECK_OK(emb->ops->h2d(emb, stp[k], &st0, 8));
-        } else {
-            blk[k] = calloc(1, sizeof *blk[k]);
-            *blk[k] = *got[k];
-            stp[k] = malloc(8);
-            *stp[k] = st0;
-        }
-    }
-    for (int k = 0; k < 3; k++) {
         dqn_backend *be = k < 2 ? emb : cpu;
         float *C = k < 2 ? go[0] : co[0], *phi = k < 2 ? go[1] : co[1], *z = k < 2 ? go[2] : co[2];
         dqn_hcheck ck[2];
@@ -533,28 +558,15 @@ static void test_hosted_embed(dqn_backend *emb, int B, int T, int d, int n_cos, 
             ck[j].isv_scale = 2 + j;
             ck[j].isv_stat = -1;
         }
-        dqn_hplan_desc dd = {.blk = blk[k], .step = stp[k], .guard_scale = 1e6f,
-                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = 1, .checks = ck,
-                             .n_checks = 2, .defer = 1};
-        void *pd, *pc;
-        CHECK_OK(be->ops->health_plan(be, &dd, &pd));
-        void *const df[1] = {pd};
-        dqn_hplan_desc dc = {.blk = blk[k], .step = stp[k], .guard_scale = 1e6f,
-                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = 1, .commit = 1,
-                             .n_slots = 2, .rollback_slot = -1, .deferred = df, .n_deferred = 1};
-        CHECK_OK(be->ops->health_plan(be, &dc, &pc));
+        hside hs;
+        hside_make(&hs, be, init, 3, ck, 2, 1);
         const float *in[4] = {gin[0], gin[1], gin[2], gin[3]};
         if (k == 2)
             for (int i = 0; i < 4; i++) in[i] = host_in[i];
         CHECK_OK(be->ops->iqn_embed_fwd(be, in[0], in[1], in[2], in[3], C, phi, z, NULL, B, T,
-                                        n_cos, d, keep, k == 1 ? NULL : pd));
-        if (k == 1) CHECK_OK(be->ops->health_check(be, pd));
-        CHECK_OK(be->ops->health_check(be, pc));
-        CHECK_OK(be->ops->sync(be));
-        if (k < 2) CHECK_OK(be->ops->d2h(be, got[k], blk[k], sizeof *got[k]));
-        else *got[k] = *blk[k];
-        be->ops->health_plan_free(be, pc);
-        be->ops->health_plan_free(be, pd);
+                                        n_cos, d, keep, k == 1 ? NULL : hs.pd));
+        if (k == 1) CHECK_OK(be->ops->health_check(be, hs.pd));
+        hside_finish(&hs, got[k]);
     }
     const dqn_hslot_cur *a = got[0]->cur, *e = got[1]->cur, *c = got[2]->cur;
     int events = 0;
@@ -598,25 +610,14 @@ static void test_hosted_embed(dqn_backend *emb, int B, int T, int d, int n_cos, 
         gpu->ops->free(gpu, go[k]);
         free(co[k]);
         free(got[k]);
-        if (k < 2) {
-            emb->ops->free(emb, blk[k]);
-            emb->ops->free(emb, stp[k]);
-        } else {
-            free(blk[k]);
-            free(stp[k]);
-        }
     }
+    free(init);
     free(tau);
     free(W);
     free(bb);
     free(h);
 }
 
-/* iqn_bwd with the deferred plan of dz (its input) runs it as it loads dz: against the plan run
- * as its own kernel before the op, the records (counts, maxima, indices exactly; sums to
- * rounding) and every output, the clamped dz included, bit for bit; against the CPU's op with the
- * plan, the same counts, clamps and dz. dz holds NaN, +-Inf and 1e30 (past the bound: clamped in
- * guard mode, a RANGE event in detect mode) every few hundred elements. */
 /* equal, or NaN in both (the CPU and the GPU make NaNs of different bits) */
 static int same_or_nan(const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -624,6 +625,11 @@ static int same_or_nan(const float *a, const float *b, size_t n) {
     return 1;
 }
 
+/* iqn_bwd with the deferred plan of dz (its input) runs it as it loads dz: against the plan run
+ * as its own kernel before the op, the records (counts, maxima, indices exactly; sums to
+ * rounding) and every output, the clamped dz included, bit for bit; against the CPU's op with the
+ * plan, the same counts, clamps and dz. dz holds NaN, +-Inf and 1e30 (past the bound: clamped in
+ * guard mode, a RANGE event in detect mode) every few hundred elements. */
 static void test_hosted_dz(int B, int T, int d, int guard_mode) {
     const size_t R = (size_t)B * T, n = R * d, nh = (size_t)B * d;
     buf h = make_buf(nh, 0), phi = make_buf(n, 0), dz[3];
@@ -641,52 +647,22 @@ static void test_hosted_dz(int B, int T, int d, int guard_mode) {
     }
     CHECK_OK(gpu->ops->h2d(gpu, dz[0].g, dz[0].c, n * 4));
     float *dh[3], *dphi[3];
-    dqn_health_block *blk[3], *got[3];
-    uint64_t *stp[3], st0 = 5;
-    for (int k = 0; k < 3; k++) {
-        got[k] = calloc(1, sizeof *got[k]);
-        got[k]->event.slot = -1;
-        got[k]->isv[0] = 2.0f;   /* the bound: 2e6 */
-        if (k < 2) {
-            CHECK_OK(gpu->ops->alloc(gpu, (void **)&dh[k], nh * 4));
-            CHECK_OK(gpu->ops->alloc(gpu, (void **)&dphi[k], n * 4));
-            CHECK_OK(gpu->ops->alloc(gpu, (void **)&blk[k], sizeof *blk[k]));
-            CHECK_OK(gpu->ops->h2d(gpu, blk[k], got[k], sizeof *got[k]));
-            CHECK_OK(gpu->ops->alloc(gpu, (void **)&stp[k], 8));
-            CHECK_OK(gpu->ops->h2d(gpu, stp[k], &st0, 8));
-        } else {
-            dh[k] = malloc(nh * 4);
-            dphi[k] = malloc(n * 4);
-            blk[k] = calloc(1, sizeof *blk[k]);
-            *blk[k] = *got[k];
-            stp[k] = malloc(8);
-            *stp[k] = st0;
-        }
-    }
+    dqn_health_block *init = calloc(1, sizeof *init), *got[3];
+    init->event.slot = -1;
+    init->isv[0] = 2.0f;   /* the bound: 2e6 */
     for (int k = 0; k < 3; k++) {
         dqn_backend *be = k < 2 ? gpu : cpu;
+        got[k] = calloc(1, sizeof *got[k]);
+        CHECK_OK(be->ops->alloc(be, (void **)&dh[k], nh * 4));
+        CHECK_OK(be->ops->alloc(be, (void **)&dphi[k], n * 4));
         float *x = k < 2 ? dz[k].g : dz[k].c;
         dqn_hcheck ck = {x, n, 0, 0, 1, -1, DQN_HSTAT_NONE, 1};
-        dqn_hplan_desc dd = {.blk = blk[k], .step = stp[k], .guard_scale = 1e6f,
-                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = guard_mode,
-                             .checks = &ck, .n_checks = 1, .defer = 1};
-        void *pd, *pc;
-        CHECK_OK(be->ops->health_plan(be, &dd, &pd));
-        void *const df[1] = {pd};
-        dqn_hplan_desc dc = {.blk = blk[k], .step = stp[k], .guard_scale = 1e6f,
-                             .guard_floor = 1e3f, .decay = 0.99f, .guard_mode = guard_mode,
-                             .commit = 1, .n_slots = 1, .rollback_slot = -1, .deferred = df,
-                             .n_deferred = 1};
-        CHECK_OK(be->ops->health_plan(be, &dc, &pc));
-        if (k == 1) CHECK_OK(be->ops->health_check(be, pd));
+        hside hs;
+        hside_make(&hs, be, init, 5, &ck, 1, guard_mode);
+        if (k == 1) CHECK_OK(be->ops->health_check(be, hs.pd));
         CHECK_OK(be->ops->iqn_bwd(be, NULL, k < 2 ? h.g : h.c, k < 2 ? phi.g : phi.c, x, dh[k],
-                                  dphi[k], NULL, B, T, d, k == 1 ? NULL : pd));
-        CHECK_OK(be->ops->health_check(be, pc));
-        CHECK_OK(be->ops->sync(be));
-        if (k < 2) CHECK_OK(be->ops->d2h(be, got[k], blk[k], sizeof *got[k]));
-        else *got[k] = *blk[k];
-        be->ops->health_plan_free(be, pc);
-        be->ops->health_plan_free(be, pd);
+                                  dphi[k], NULL, B, T, d, k == 1 ? NULL : hs.pd));
+        hside_finish(&hs, got[k]);
     }
     const dqn_hslot_cur *a = &got[0]->cur[0], *e = &got[1]->cur[0], *c = &got[2]->cur[0];
     const char *mode = guard_mode ? "guard" : "detect";
@@ -729,18 +705,11 @@ static void test_hosted_dz(int B, int T, int d, int guard_mode) {
     for (int k = 0; k < 3; k++) {
         free_buf(&dz[k]);
         free(got[k]);
-        if (k < 2) {
-            gpu->ops->free(gpu, dh[k]);
-            gpu->ops->free(gpu, dphi[k]);
-            gpu->ops->free(gpu, blk[k]);
-            gpu->ops->free(gpu, stp[k]);
-        } else {
-            free(dh[k]);
-            free(dphi[k]);
-            free(blk[k]);
-            free(stp[k]);
-        }
+        dqn_backend *be = k < 2 ? gpu : cpu;
+        be->ops->free(be, dh[k]);
+        be->ops->free(be, dphi[k]);
     }
+    free(init);
     free_buf(&h);
     free_buf(&phi);
 }
