@@ -164,8 +164,9 @@ OC_WRAP(heads_fwd, (OC_GEMM(R, H, br->A + 1, 1), 1),
          const float *ba2, float *V, float *Adv, float *Z, int R, int H, const dqn_branches *br),
         (oc_inner, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, br))
 OC_WRAP(l2_norm2, 1,
-        (dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1, float *norms),
-        (oc_inner, x0, n0, x1, n1, norms))
+        (dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1, float *norms,
+         const void *hplan),
+        (oc_inner, x0, n0, x1, n1, norms, hplan))
 OC_WRAP(heads_bwd, (OC_GEMM(R, H, A + 1, 2), 1),
         (dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2, const float *dV,
          const float *dAdv, const float *norms, float max_norm, float *dhva, float *dbva,
@@ -179,8 +180,8 @@ OC_WRAP(grn_gate_ln_fwd, 1,
 OC_WRAP(grn_ln_gate_bwd, 1,
         (dqn_backend *be, const float *r, const float *gamma, const float *mean,
          const float *rstd, const float *g, const float *dy, float *dres, float *dg,
-         float *dgamma, float *dbeta, int M, int d),
-        (oc_inner, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d))
+         float *dgamma, float *dbeta, int M, int d, const void *hplan),
+        (oc_inner, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M, d, hplan))
 OC_WRAP(iqn_fwd, 1,
         (dqn_backend *be, const float *h, const float *phi, float *z, float *cat, int B, int T,
          int d),
@@ -232,8 +233,9 @@ OC_WRAP(bcast_add_act, 1,
         (dqn_backend *be, const float *hb, float *Y, int B, int T, int N, dqn_act act),
         (oc_inner, hb, Y, B, T, N, act))
 OC_WRAP(relu_bwd_tausum, 1,
-        (dqn_backend *be, const float *u, float *du, float *dus, int B, int T, int N),
-        (oc_inner, u, du, dus, B, T, N))
+        (dqn_backend *be, const float *u, float *du, float *dus, int B, int T, int N,
+         const void *hplan),
+        (oc_inner, u, du, dus, B, T, N, hplan))
 
 /* numerical health (one kernel a plan or a fault) and the data-parallel all-reduce */
 OC_WRAP(health_check, 1, (dqn_backend *be, const void *plan), (oc_inner, plan))

@@ -474,7 +474,7 @@ typedef struct {
 } hside;
 
 static void hside_make(hside *h, dqn_backend *be, const dqn_health_block *init, uint64_t step,
-                       const dqn_hcheck *ck, int n, int guard_mode) {
+                       const dqn_hcheck *ck, int n, int guard_mode, int hosted) {
     h->be = be;
     CHECK_OK(be->ops->alloc(be, (void **)&h->blk, sizeof *h->blk));
     CHECK_OK(be->ops->h2d(be, h->blk, init, sizeof *init));
@@ -482,7 +482,7 @@ static void hside_make(hside *h, dqn_backend *be, const dqn_health_block *init, 
     CHECK_OK(be->ops->h2d(be, h->step, &step, 8));
     dqn_hplan_desc dd = {.blk = h->blk, .step = h->step, .guard_scale = 1e6f, .guard_floor = 1e3f,
                          .decay = 0.99f, .guard_mode = guard_mode, .checks = ck, .n_checks = n,
-                         .defer = 1};
+                         .defer = 1, .hosted = hosted};
     CHECK_OK(be->ops->health_plan(be, &dd, &h->pd));
     void *const df[1] = {h->pd};
     dqn_hplan_desc dc = {.blk = h->blk, .step = h->step, .guard_scale = 1e6f, .guard_floor = 1e3f,
@@ -559,7 +559,7 @@ static void test_hosted_embed(dqn_backend *emb, int B, int T, int d, int n_cos, 
             ck[j].isv_stat = -1;
         }
         hside hs;
-        hside_make(&hs, be, init, 3, ck, 2, 1);
+        hside_make(&hs, be, init, 3, ck, 2, 1, 0);
         const float *in[4] = {gin[0], gin[1], gin[2], gin[3]};
         if (k == 2)
             for (int i = 0; i < 4; i++) in[i] = host_in[i];
@@ -658,7 +658,7 @@ static void test_hosted_dz(int B, int T, int d, int guard_mode) {
         float *x = k < 2 ? dz[k].g : dz[k].c;
         dqn_hcheck ck = {x, n, 0, 0, 1, -1, DQN_HSTAT_NONE, 1};
         hside hs;
-        hside_make(&hs, be, init, 5, &ck, 1, guard_mode);
+        hside_make(&hs, be, init, 5, &ck, 1, guard_mode, 0);
         if (k == 1) CHECK_OK(be->ops->health_check(be, hs.pd));
         CHECK_OK(be->ops->iqn_bwd(be, NULL, k < 2 ? h.g : h.c, k < 2 ? phi.g : phi.c, x, dh[k],
                                   dphi[k], NULL, B, T, d, k == 1 ? NULL : hs.pd));
@@ -712,6 +712,316 @@ static void test_hosted_dz(int B, int T, int d, int guard_mode) {
     free(init);
     free_buf(&h);
     free_buf(&phi);
+}
+
+/* ---- the plans that l2_norm2, grn_ln_gate_bwd and relu_bwd_tausum compute (hosted) ---- */
+
+/* b's values 5e8 (make_buf's huge one) made 1e30, past the bound 2e6 */
+static void make_huge(buf *b) {
+    for (size_t i = 0; i < b->n; i++)
+        if (b->c[i] == 5e8f) b->c[i] = 1e30f;
+}
+
+static void upload_buf(buf *b) { CHECK_OK(gpu->ops->h2d(gpu, b->g, b->c, b->n * 4)); }
+
+static buf clone_buf(const buf *s) {
+    buf b = {malloc(s->n * 4), NULL, s->n};
+    memcpy(b.c, s->c, s->n * 4);
+    CHECK_OK(gpu->ops->alloc(gpu, (void **)&b.g, s->n * 4));
+    upload_buf(&b);
+    return b;
+}
+
+static float *fetch_gpu(const float *p, size_t n) {
+    float *h = malloc(n * 4);
+    CHECK_OK(gpu->ops->d2h(gpu, h, p, n * 4));
+    return h;
+}
+
+/* a within tol of ref, relative to ref's largest finite magnitude (the reduction orders
+ * differ), and non-finite exactly where ref is */
+static int near_nf(const float *a, const float *ref, size_t n, double tol) {
+    double m = 1e-30;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(ref[i]) && fabs((double)ref[i]) > m) m = fabs((double)ref[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (isfinite(a[i]) != isfinite(ref[i])) return 0;
+        if (isfinite(ref[i]) && rel_err(a[i], ref[i], m) > tol) return 0;
+    }
+    return 1;
+}
+
+/* a check of slot j: bound from isv[0] (2.0: 2e6), max |x| into isv[1 + j], guarded */
+static dqn_hcheck hosted_ck(float *x, size_t n, int j) {
+    dqn_hcheck ck = {x, n, j, 0, 1 + j, -1, DQN_HSTAT_NONE, 1};
+    return ck;
+}
+
+static dqn_health_block *hosted_init(void) {
+    dqn_health_block *init = calloc(1, sizeof *init);
+    init->event.slot = -1;
+    init->isv[0] = 2.0f;   /* the bound: 2e6 */
+    return init;
+}
+
+/* The records of a plan's n checks on the three sides: hosted (got[0]) against the plan as its
+ * own kernel (got[1]): counts, clamps, maxima, bounds, indices, events exactly, sums to
+ * rounding; against the CPU (got[2]): the same counts, clamps, index, maximum and event, rms to
+ * 1e-5. And the inputs did what the test needs: each check saw a non-finite value and one past
+ * the bound, clamped iff guard mode. */
+static void check_hosted_recs(dqn_health_block *const got[3], int n, int guard_mode,
+                              const char *what) {
+    for (int j = 0; j < n; j++) {
+        const dqn_hslot_cur *a = &got[0]->cur[j], *e = &got[1]->cur[j], *c = &got[2]->cur[j];
+        CHECK(a->nonfinite == e->nonfinite && a->nan == e->nan && a->guarded == e->guarded &&
+                  a->event == e->event && a->maxabs == e->maxabs && a->bound == e->bound &&
+                  a->first_index == e->first_index &&
+                  (a->first_value == e->first_value ||
+                   (isnan(a->first_value) && isnan(e->first_value))),
+              "%s check %d: %u/%u/%u ev %u max %g idx %llu; as a kernel %u/%u/%u ev %u max %g "
+              "idx %llu", what, j, a->nonfinite, a->nan, a->guarded, a->event, a->maxabs,
+              (unsigned long long)a->first_index, e->nonfinite, e->nan, e->guarded, e->event,
+              e->maxabs, (unsigned long long)e->first_index);
+        CHECK(rel_err(a->rms, e->rms, 1e-30) < 1e-6 &&
+                  rel_err(a->meanabs, e->meanabs, 1e-30) < 1e-6,
+              "%s check %d: rms %g / %g, mean %g / %g", what, j, a->rms, e->rms, a->meanabs,
+              e->meanabs);
+        CHECK(got[0]->isv[1 + j] == got[1]->isv[1 + j] &&
+                  got[0]->tot[j].nonfinite == got[1]->tot[j].nonfinite &&
+                  got[0]->tot[j].guarded == got[1]->tot[j].guarded &&
+                  got[0]->tot[j].events == got[1]->tot[j].events,
+              "%s check %d: isv / totals", what, j);
+        CHECK(a->nonfinite == c->nonfinite && a->nan == c->nan && a->guarded == c->guarded &&
+                  a->first_index == c->first_index && a->maxabs == c->maxabs &&
+                  a->event == c->event && rel_err(a->rms, c->rms, 1e-30) < 1e-5,
+              "%s check %d against the cpu: %u/%u/%u idx %llu max %g; cpu %u/%u/%u idx %llu "
+              "max %g", what, j, a->nonfinite, a->nan, a->guarded,
+              (unsigned long long)a->first_index, a->maxabs, c->nonfinite, c->nan, c->guarded,
+              (unsigned long long)c->first_index, c->maxabs);
+        CHECK(a->nonfinite > 0 && a->maxabs > a->bound && a->bound == 2e6f &&
+                  (a->guarded > 0) == (guard_mode != 0),
+              "%s check %d: the inputs were not what the test needs (%u non-finite, max %g, "
+              "bound %g, %u guarded)", what, j, a->nonfinite, a->maxabs, a->bound, a->guarded);
+    }
+    for (int k = 1; k < 3; k++)
+        CHECK(got[0]->event.slot == got[k]->event.slot &&
+                  got[0]->event.kind == got[k]->event.kind &&
+                  got[0]->event.index == got[k]->event.index && got[0]->event.slot >= 0 &&
+                  got[0]->updates == got[k]->updates && got[0]->updates == 1 &&
+                  got[0]->guarded_updates == got[k]->guarded_updates,
+              "%s: the event / counters differ from side %d's (slot %d / %d)", what, k,
+              got[0]->event.slot, got[k]->event.slot);
+}
+
+/* l2_norm2 with the deferred plan of x0 and x1 (hosted: its kernel scans and clamps each value as
+ * it loads it) against the plan run as its own kernel before the op (the records; x0, x1 and the
+ * norms bit for bit) and against the CPU's op with the plan (the records; x0, x1 exactly, the
+ * norms to 1e-5). x0 and x1 hold NaN, +-Inf and 1e30 (a RANGE event, or clamped). */
+static void test_hosted_l2(size_t n0, size_t n1, int guard_mode) {
+    const size_t nx[2] = {n0, n1};
+    buf x[2][3];
+    for (int j = 0; j < 2; j++) {
+        x[j][0] = make_buf(nx[j], 331);
+        make_huge(&x[j][0]);
+    }
+    x[0][0].c[n0 / 3] = 1e30f;
+    x[0][0].c[n0 - 2] = NAN;
+    x[1][0].c[n1 / 2] = -1e30f;
+    x[1][0].c[n1 - 1] = INFINITY;
+    x[1][0].c[1] = -INFINITY;
+    for (int j = 0; j < 2; j++) {
+        upload_buf(&x[j][0]);
+        for (int k = 1; k < 3; k++) x[j][k] = clone_buf(&x[j][0]);
+    }
+    dqn_health_block *init = hosted_init(), *got[3];
+    float *norms[3];
+    for (int k = 0; k < 3; k++) {
+        dqn_backend *be = k < 2 ? gpu : cpu;
+        got[k] = calloc(1, sizeof *got[k]);
+        CHECK_OK(be->ops->alloc(be, (void **)&norms[k], 2 * 4));
+        float *p0 = k < 2 ? x[0][k].g : x[0][k].c, *p1 = k < 2 ? x[1][k].g : x[1][k].c;
+        const dqn_hcheck ck[2] = {hosted_ck(p0, n0, 0), hosted_ck(p1, n1, 1)};
+        hside hs;
+        hside_make(&hs, be, init, 5, ck, 2, guard_mode, k != 1);
+        if (k == 1) CHECK_OK(be->ops->health_check(be, hs.pd));
+        CHECK_OK(be->ops->l2_norm2(be, p0, n0, p1, n1, norms[k], k == 1 ? NULL : hs.pd));
+        hside_finish(&hs, got[k]);
+    }
+    const char *mode = guard_mode ? "guard" : "detect";
+    char what[96];
+    snprintf(what, sizeof what, "hosted l2_norm2 %s n0=%zu n1=%zu", mode, n0, n1);
+    check_hosted_recs(got, 2, guard_mode, what);
+    float *o[2][3];
+    for (int k = 0; k < 2; k++) {
+        o[k][0] = fetch_gpu(x[0][k].g, n0);
+        o[k][1] = fetch_gpu(x[1][k].g, n1);
+        o[k][2] = fetch_gpu(norms[k], 2);
+    }
+    CHECK(memcmp(o[0][0], o[1][0], n0 * 4) == 0 && memcmp(o[0][1], o[1][1], n1 * 4) == 0 &&
+              memcmp(o[0][2], o[1][2], 2 * 4) == 0,
+          "%s: x0, x1 or the norms differ from the plan run before the op (%g %g / %g %g)", what,
+          o[0][2][0], o[0][2][1], o[1][2][0], o[1][2][1]);
+    CHECK(same_or_nan(o[0][0], x[0][2].c, n0) && same_or_nan(o[0][1], x[1][2].c, n1) &&
+              near_nf(o[0][2], norms[2], 1, 1e-5) && near_nf(o[0][2] + 1, norms[2] + 1, 1, 1e-5),
+          "%s: x0, x1 or the norms differ from the cpu's (%g %g / %g %g)", what, o[0][2][0],
+          o[0][2][1], norms[2][0], norms[2][1]);
+    printf("  %s: %u + %u non-finite, %u + %u guarded, norms %g %g, event slot %d\n", what,
+           got[0]->cur[0].nonfinite, got[0]->cur[1].nonfinite, got[0]->cur[0].guarded,
+           got[0]->cur[1].guarded, o[0][2][0], o[0][2][1], got[0]->event.slot);
+    for (int k = 0; k < 3; k++) {
+        if (k < 2)
+            for (int q = 0; q < 3; q++) free(o[k][q]);
+        for (int j = 0; j < 2; j++) free_buf(&x[j][k]);
+        (k < 2 ? gpu : cpu)->ops->free(k < 2 ? gpu : cpu, norms[k]);
+        free(got[k]);
+    }
+    free(init);
+}
+
+/* grn_ln_gate_bwd with the deferred plan of dy (hosted for d <= 256: the kernel scans and clamps
+ * dy as it loads a row; wider, CUDA runs the plan as its own kernel first) against the plan run
+ * as its own kernel before the op (the records; dy, dres, dg, dgamma, dbeta bit for bit) and
+ * against the CPU's op with the plan (the records; dy exactly, the gradients to 1e-5). r is
+ * random, mean and rstd its LayerNorm's (the CPU's); dy holds NaN, -Inf and 1e30. */
+static void test_hosted_grn(int M, int d, int guard_mode) {
+    const size_t n = (size_t)M * d;
+    buf r = make_buf(n, 0), gamma = make_buf((size_t)d, 0), g = make_buf(2 * n, 0);
+    buf mean = make_buf((size_t)M, 0), rstd = make_buf((size_t)M, 0), dy[3];
+    float *beta = calloc((size_t)d, 4), *y = malloc(n * 4);
+    CHECK_OK(cpu->ops->layernorm_fwd(cpu, r.c, gamma.c, beta, y, mean.c, rstd.c, M, d));
+    upload_buf(&mean);
+    upload_buf(&rstd);
+    dy[0] = make_buf(n, 997);
+    make_huge(&dy[0]);
+    dy[0].c[n / 3] = 1e30f;
+    dy[0].c[n / 2] = -INFINITY;
+    dy[0].c[n - 2] = NAN;
+    upload_buf(&dy[0]);
+    for (int k = 1; k < 3; k++) dy[k] = clone_buf(&dy[0]);
+    const size_t on[4] = {n, 2 * n, (size_t)d, (size_t)d};   /* dres, dg, dgamma, dbeta */
+    float *out[3][4];
+    dqn_health_block *init = hosted_init(), *got[3];
+    for (int k = 0; k < 3; k++) {
+        dqn_backend *be = k < 2 ? gpu : cpu;
+        got[k] = calloc(1, sizeof *got[k]);
+        for (int q = 0; q < 4; q++) CHECK_OK(be->ops->alloc(be, (void **)&out[k][q], on[q] * 4));
+        float *x = k < 2 ? dy[k].g : dy[k].c;
+        const dqn_hcheck ck = hosted_ck(x, n, 0);
+        hside hs;
+        hside_make(&hs, be, init, 5, &ck, 1, guard_mode, k != 1);
+        if (k == 1) CHECK_OK(be->ops->health_check(be, hs.pd));
+        CHECK_OK(be->ops->grn_ln_gate_bwd(be, k < 2 ? r.g : r.c, k < 2 ? gamma.g : gamma.c,
+                                          k < 2 ? mean.g : mean.c, k < 2 ? rstd.g : rstd.c,
+                                          k < 2 ? g.g : g.c, x, out[k][0], out[k][1], out[k][2],
+                                          out[k][3], M, d, k == 1 ? NULL : hs.pd));
+        hside_finish(&hs, got[k]);
+    }
+    const char *mode = guard_mode ? "guard" : "detect";
+    char what[96];
+    snprintf(what, sizeof what, "hosted grn_ln_gate_bwd %s M=%d d=%d", mode, M, d);
+    check_hosted_recs(got, 1, guard_mode, what);
+    static const char *const names[4] = {"dres", "dg", "dgamma", "dbeta"};
+    float *o[2][5];
+    for (int k = 0; k < 2; k++) {
+        o[k][4] = fetch_gpu(dy[k].g, n);
+        for (int q = 0; q < 4; q++) o[k][q] = fetch_gpu(out[k][q], on[q]);
+    }
+    CHECK(memcmp(o[0][4], o[1][4], n * 4) == 0, "%s: dy differs from the plan run before the op",
+          what);
+    CHECK(same_or_nan(o[0][4], dy[2].c, n), "%s: dy differs from the cpu's", what);
+    for (int q = 0; q < 4; q++) {
+        CHECK(memcmp(o[0][q], o[1][q], on[q] * 4) == 0,
+              "%s: %s differs from the plan run before the op", what, names[q]);
+        CHECK(near_nf(o[0][q], out[2][q], on[q], 1e-5), "%s: %s differs from the cpu's", what,
+              names[q]);
+    }
+    printf("  %s: %u non-finite, %u guarded, max %g, event %u\n", what, got[0]->cur[0].nonfinite,
+           got[0]->cur[0].guarded, got[0]->cur[0].maxabs, got[0]->cur[0].event);
+    for (int k = 0; k < 3; k++) {
+        dqn_backend *be = k < 2 ? gpu : cpu;
+        for (int q = 0; q < 4; q++) be->ops->free(be, out[k][q]);
+        if (k < 2)
+            for (int q = 0; q < 5; q++) free(o[k][q]);
+        free_buf(&dy[k]);
+        free(got[k]);
+    }
+    buf *in[5] = {&r, &gamma, &g, &mean, &rstd};
+    for (int q = 0; q < 5; q++) free_buf(in[q]);
+    free(beta);
+    free(y);
+    free(init);
+}
+
+/* relu_bwd_tausum with the deferred plan of dus (hosted: the kernel scans and clamps each sum
+ * before it stores it) against the plan run as its own kernel after the op (the records; du and
+ * dus bit for bit) and against the CPU's op with the plan (the records; du and dus exactly: the
+ * same additions in the same order). du holds NaN, +-Inf and 1e30 where u > 0, so that they
+ * reach dus, and one column of 5e5s whose sum (T * 5e5) is finite and past the bound. */
+static void test_hosted_tausum(int B, int T, int N, int guard_mode) {
+    const size_t n = (size_t)B * T * N, ns = (size_t)B * N;
+    buf u = make_buf(n, 0), du[3], dus[3];
+    du[0] = make_buf(n, 331);
+#define AT(s, i, k) (((size_t)(s) * T + (size_t)(i)) * N + (size_t)(k))
+    du[0].c[AT(0, 1, 2)] = NAN;
+    du[0].c[AT(B - 1, T - 1, N - 1)] = INFINITY;
+    du[0].c[AT(B / 2, 0, 1)] = -1e30f;
+    make_huge(&du[0]);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(du[0].c[i]) || fabsf(du[0].c[i]) == 1e30f) u.c[i] = fabsf(u.c[i]) + 0.5f;
+    const size_t big = (size_t)(B / 3) * N + (size_t)(N / 2);   /* the huge finite sum */
+    for (int i = 0; i < T; i++) {
+        du[0].c[AT(B / 3, i, N / 2)] = 5e5f;
+        u.c[AT(B / 3, i, N / 2)] = 1.0f;
+    }
+#undef AT
+    upload_buf(&u);
+    upload_buf(&du[0]);
+    for (int k = 0; k < 3; k++) {
+        if (k) du[k] = clone_buf(&du[0]);
+        dus[k] = make_buf(ns, 0);
+    }
+    dqn_health_block *init = hosted_init(), *got[3];
+    for (int k = 0; k < 3; k++) {
+        dqn_backend *be = k < 2 ? gpu : cpu;
+        got[k] = calloc(1, sizeof *got[k]);
+        float *s = k < 2 ? dus[k].g : dus[k].c;
+        const dqn_hcheck ck = hosted_ck(s, ns, 0);
+        hside hs;
+        hside_make(&hs, be, init, 5, &ck, 1, guard_mode, k != 1);
+        CHECK_OK(be->ops->relu_bwd_tausum(be, k < 2 ? u.g : u.c, k < 2 ? du[k].g : du[k].c, s, B,
+                                          T, N, k == 1 ? NULL : hs.pd));
+        if (k == 1) CHECK_OK(be->ops->health_check(be, hs.pd));
+        hside_finish(&hs, got[k]);
+    }
+    const char *mode = guard_mode ? "guard" : "detect";
+    char what[96];
+    snprintf(what, sizeof what, "hosted relu_bwd_tausum %s B=%d T=%d N=%d", mode, B, T, N);
+    check_hosted_recs(got, 1, guard_mode, what);
+    float *o[2][2];
+    for (int k = 0; k < 2; k++) {
+        o[k][0] = fetch_gpu(du[k].g, n);
+        o[k][1] = fetch_gpu(dus[k].g, ns);
+    }
+    CHECK(memcmp(o[0][0], o[1][0], n * 4) == 0 && memcmp(o[0][1], o[1][1], ns * 4) == 0,
+          "%s: du or dus differ from the plan run after the op", what);
+    CHECK(same_or_nan(o[0][0], du[2].c, n) && same_or_nan(o[0][1], dus[2].c, ns),
+          "%s: du or dus differ from the cpu's", what);
+    const float want = guard_mode ? 2e6f : (float)T * 5e5f;
+    CHECK(dus[2].c[big] == want && o[0][1][big] == want, "%s: the huge sum %g / %g, not %g", what,
+          o[0][1][big], dus[2].c[big], want);
+    printf("  %s: %u non-finite, %u guarded, max %g, event %u\n", what, got[0]->cur[0].nonfinite,
+           got[0]->cur[0].guarded, got[0]->cur[0].maxabs, got[0]->cur[0].event);
+    for (int k = 0; k < 3; k++) {
+        if (k < 2) {
+            free(o[k][0]);
+            free(o[k][1]);
+        }
+        free_buf(&du[k]);
+        free_buf(&dus[k]);
+        free(got[k]);
+    }
+    free_buf(&u);
+    free(init);
 }
 
 /* ---- the captured update ---- */
@@ -823,6 +1133,18 @@ int main(void) {
         test_hosted_dz(7, 9, 24, g);
         test_hosted_dz(300, 32, 64, g);
         if (!small) test_hosted_dz(4096, 32, 256, g);
+    }
+    /* the plans the fused ops compute as they run: past a non-hosted plan's grid, and d = 320,
+     * which CUDA's grn_ln_gate_bwd does not host (it runs the plan first) */
+    for (int g = 0; g < 2; g++) {
+        test_hosted_l2(37, 37 * 3, g);
+        test_hosted_l2(300 * 32, 300 * 32 * 13, g);
+        test_hosted_grn(7, 24, g);
+        test_hosted_grn(300, 64, g);
+        if (!small) test_hosted_grn(1000, 256, g);
+        test_hosted_grn(40, 320, g);
+        test_hosted_tausum(7, 9, 24, g);
+        test_hosted_tausum(300, 32, 128, g);
     }
     /* phi's and z's checks computed by the embedding's kernel: emb takes it at any size */
     dqn_backend *emb = NULL;

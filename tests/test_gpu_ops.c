@@ -863,12 +863,12 @@ static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, in
     CHECK_OK(gpu->ops->heads_fwd(gpu, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g, Z.g, R, H, &br));
 
     vf dV = in_f((size_t)R, -1, 1), dAdv = in_f((size_t)R * A, -1, 1), norms = out_f(2);
-    CPU(l2_norm2, dV.c, dV.n, dAdv.c, dAdv.n, norms.c);
-    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+    CPU(l2_norm2, dV.c, dV.n, dAdv.c, dAdv.n, norms.c, NULL);
+    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g, NULL));
     expect_f("l2_norm2", norms, TOL_RED);
     float *nsnap = fetch(norms.g, 2 * sizeof(float));
     poison(norms.g, 2 * sizeof(float));
-    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g, NULL));
     expect_same_bits("l2_norm2", norms.g, nsnap, 2 * sizeof(float));
     free(nsnap);
     upload(norms);   /* both backends clip by the same norms */
@@ -906,7 +906,7 @@ static void test_fused_heads(int R, int H, int D, const int *sizes, int clip, in
         TIME_ON(gpu_tf32, "heads_fwd tf32",
                 gpu_tf32->ops->heads_fwd(gpu_tf32, hva.g, Wv2.g, bv2.g, Wa2.g, ba2.g, V.g, Adv.g,
                                          Z.g, R, H, &br));
-        TIME_GPU("l2_norm2", gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+        TIME_GPU("l2_norm2", gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g, NULL));
         TIME_GPU("heads_bwd", gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g,
                                                   max_norm, dhva.g, dbva.g, dWv2.g, dbv2.g,
                                                   dWa2.g, dba2.g, R, H, A));
@@ -931,9 +931,10 @@ static void test_fused_grn(int M, int d, int timed) {
     upload(rstd);
     vf dy = in_f(n, -1, 1), dres = out_f(n), dg = out_f(2 * n), dgamma = out_f((size_t)d);
     vf dbeta = out_f((size_t)d);
-    CPU(grn_ln_gate_bwd, r.c, gamma.c, mean.c, rstd.c, g.c, dy.c, dres.c, dg.c, dgamma.c, dbeta.c, M, d);
+    CPU(grn_ln_gate_bwd, r.c, gamma.c, mean.c, rstd.c, g.c, dy.c, dres.c, dg.c, dgamma.c, dbeta.c,
+        M, d, NULL);
     CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, r.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
-                                       dgamma.g, dbeta.g, M, d));
+                                       dgamma.g, dbeta.g, M, d, NULL));
     expect_f("grn_ln_gate_bwd dres", dres, TOL_RED);
     expect_f("grn_ln_gate_bwd dg", dg, TOL_RED);
     expect_f("grn_ln_gate_bwd dgamma", dgamma, TOL_RED);
@@ -941,7 +942,7 @@ static void test_fused_grn(int M, int d, int timed) {
     float *snap = fetch(dgamma.g, (size_t)d * sizeof(float));
     poison(dgamma.g, (size_t)d * sizeof(float));
     CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, r.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
-                                       dgamma.g, dbeta.g, M, d));
+                                       dgamma.g, dbeta.g, M, d, NULL));
     expect_same_bits("grn_ln_gate_bwd dgamma", dgamma.g, snap, (size_t)d * sizeof(float));
     free(snap);
     if (timed) {
@@ -949,7 +950,7 @@ static void test_fused_grn(int M, int d, int timed) {
                                                               y.g, mean.g, rstd.g, M, d));
         TIME_GPU("grn_ln_gate_bwd", gpu->ops->grn_ln_gate_bwd(gpu, r.g, gamma.g, mean.g, rstd.g,
                                                               g.g, dy.g, dres.g, dg.g, dgamma.g,
-                                                              dbeta.g, M, d));
+                                                              dbeta.g, M, d, NULL));
     }
     release_all();
 }
@@ -1064,8 +1065,8 @@ static void test_fused_split(int B, int T, int d, int m, int timed) {
     CHECK_OK(gpu->ops->bcast_add_act(gpu, hb.g, u.g, B, T, m, DQN_ACT_RELU));
     expect_f("bcast_add_act relu", u, 0.0);
     vf du = in_f((size_t)R * m, -1, 1), dus = out_f((size_t)B * m);
-    CPU(relu_bwd_tausum, u.c, du.c, dus.c, B, T, m);
-    CHECK_OK(gpu->ops->relu_bwd_tausum(gpu, u.g, du.g, dus.g, B, T, m));
+    CPU(relu_bwd_tausum, u.c, du.c, dus.c, B, T, m, NULL);
+    CHECK_OK(gpu->ops->relu_bwd_tausum(gpu, u.g, du.g, dus.g, B, T, m, NULL));
     expect_f("relu_bwd_tausum du", du, 0.0);
     expect_f("relu_bwd_tausum dus", dus, 0.0);
     vf dz = out_f((size_t)R * d), dh = in_f((size_t)B * d, -1, 1);
@@ -1082,7 +1083,8 @@ static void test_fused_split(int B, int T, int d, int m, int timed) {
         TIME_GPU("linear_ld_fwd (z half)", gpu->ops->linear_ld_fwd(gpu, z.g, W.g, ldw, NULL, u.g, R,
                                                                    d, m, DQN_ACT_NONE));
         TIME_GPU("bcast_add_act", gpu->ops->bcast_add_act(gpu, hb.g, u.g, B, T, m, DQN_ACT_RELU));
-        TIME_GPU("relu_bwd_tausum", gpu->ops->relu_bwd_tausum(gpu, u.g, du.g, dus.g, B, T, m));
+        TIME_GPU("relu_bwd_tausum",
+                 gpu->ops->relu_bwd_tausum(gpu, u.g, du.g, dus.g, B, T, m, NULL));
         TIME_GPU("linear_ld_bwd (z half: dz, dW)", gpu->ops->linear_ld_bwd(gpu, z.g, W.g, ldw, du.g,
                                                                            dz.g, 0, dW.g, NULL, R,
                                                                            d, m));
@@ -1111,11 +1113,11 @@ static void test_fused_graph(void) {
     CHECK_OK(gpu->ops->h2d(gpu, step_g, &zero, 8));
     void *g1 = NULL, *ex = NULL;
     CHECK_OK(gpu->ops->capture_begin(gpu));
-    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g));
+    CHECK_OK(gpu->ops->l2_norm2(gpu, dV.g, dV.n, dAdv.g, dAdv.n, norms.g, NULL));
     CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, 0.5f, dhva.g,
                                  NULL, dWv2.g, dbv2.g, dWa2.g, dba2.g, R, H, A));
     CHECK_OK(gpu->ops->grn_ln_gate_bwd(gpu, x.g, gamma.g, mean.g, rstd.g, g.g, dy.g, dres.g, dg.g,
-                                       dgamma.g, dbeta.g, M, d));
+                                       dgamma.g, dbeta.g, M, d, NULL));
     CHECK_OK(gpu->ops->adam_target_step(gpu, p.g, gr.g, m.g, v.g, t.g, n, 1e-3f, 0.9f, 0.999f,
                                         1e-8f, 0.0f, norms.g, 0.0f, 0, 0.01f, step_g, NULL));
     CHECK_OK(gpu->ops->capture_end(gpu, &g1));

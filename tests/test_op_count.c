@@ -150,6 +150,40 @@ static void test_structure(dqn_backend *be, const dqn_arch *a, int B, int N, int
     dqn_model_destroy(&m);
 }
 
+/* The health kernels of one update: detect mode adds the commit alone (it runs the optimizer
+ * step); guard mode its inline clamp points too, except those an op runs as it reads or writes
+ * the buffer (the heads' in l2_norm2 while the clip is on, the split's d_concat in
+ * relu_bwd_tausum, d_trunk in the last GRN block's backward, the split's d_z in iqn_bwd):
+ * grn0.d_in always, d_concat without the split, d_trunk without a GRN block, the heads' without
+ * the clip. */
+static void test_health_kernels(dqn_backend *be, const dqn_arch *a, int split, float clip) {
+    static replay_arrays r;
+    dqn_replay_view v;
+    fill_replay(&r, a, &v);
+    const long L = a->grn_blocks, bn = a->bottleneck > 0;
+    for (int mode = DQN_HEALTH_OFF; mode <= DQN_HEALTH_GUARD; mode++) {
+        dqn_update_cfg u = ucfg_of(8, 4, 4);
+        u.bn_split_rows = split;
+        u.head_grad_clip = clip;
+        u.health = (dqn_health_mode)mode;
+        dqn_model m;
+        CHECK_OK(dqn_model_create(&m, be, a, &u));
+        CHECK_OK(dqn_model_init_weights(&m, 4));
+        long stage = 0;
+        count_update(&m, &v, &stage);
+        const long want = mode == DQN_HEALTH_OFF     ? 0
+                          : mode == DQN_HEALTH_DETECT ? 1
+                                                      : 1 + (L > 0) + (bn && !split) + (L == 0) +
+                                                            (clip == 0.0f);
+        CHECK(oc_count("health_check") == want && oc_count("health_fault") == 0 &&
+                  oc_count("adam_target_step") == (mode == DQN_HEALTH_OFF),
+              "health mode %d, grn %ld, bottleneck %ld, split %d, clip %g: %ld health kernels, "
+              "want %ld; adam_target_step %ld", mode, L, bn, split, (double)clip,
+              oc_count("health_check"), want, oc_count("adam_target_step"));
+        dqn_model_destroy(&m);
+    }
+}
+
 /* the benchmark's models (bench_update), counted dry at B = 32 and 4096 */
 static void print_bench_models(void) {
     static const int br2[] = {2}, br355[] = {3, 5, 5};
@@ -195,6 +229,13 @@ int main(void) {
     test_structure(be, &wide, 8, 5, 2, 0);
     test_structure(be, &wide, 8, 5, 5, 1);
     test_structure(be, &wide, 8, 5, 2, 1);
+    const dqn_arch bare = arch_of(5, 16, 0, 0, 12, 1, one);
+    for (int sp = 0; sp < 2; sp++) {
+        test_health_kernels(be, &wide, sp, 0.5f);
+        test_health_kernels(be, &wide, sp, 0.0f);
+    }
+    test_health_kernels(be, &plain, 0, 0.5f);
+    test_health_kernels(be, &bare, 0, 0.5f);
     print_bench_models();
     be->ops->destroy(be);
     return check_finish("test_op_count");

@@ -485,7 +485,7 @@ static void test_grn_tail(int M, int d) {
     grn_tail_loss();
     float *dres = poisoned(n), *dg = poisoned(2 * n), *dgamma = poisoned(d), *dbeta = poisoned(d);
     CHECK_OK(be->ops->grn_ln_gate_bwd(be, gl.rr, gl.gamma, gl.mean, gl.rstd, gl.g, gl.r, dres, dg,
-                                      dgamma, dbeta, M, d));
+                                      dgamma, dbeta, M, d, NULL));
     CHECK(all_finite(dres, n) && all_finite(dg, 2 * n) && all_finite(dgamma, d) &&
               all_finite(dbeta, d),
           "grn_ln_gate_bwd left outputs unwritten");
@@ -582,7 +582,7 @@ static void test_bn_split(int B, int T, int d, int m) {
     float *du = copy_of(sp.r, (size_t)R * m), *dus = poisoned((size_t)B * m);
     float *dz = poisoned((size_t)R * d), *dh0 = rand_away((size_t)B * d, 0.1, 1);
     float *dh = copy_of(dh0, (size_t)B * d), *dW = poisoned((size_t)m * 2 * d), *db = poisoned(m);
-    CHECK_OK(be->ops->relu_bwd_tausum(be, sp.u, du, dus, B, T, m));
+    CHECK_OK(be->ops->relu_bwd_tausum(be, sp.u, du, dus, B, T, m, NULL));
     CHECK_OK(be->ops->linear_ld_bwd(be, sp.z, sp.W, 2 * d, du, dz, 0, dW, NULL, R, d, m));
     CHECK_OK(be->ops->linear_ld_bwd(be, sp.h, sp.W + d, 2 * d, dus, dh, 1, dW + d, db, B, d, m));
     CHECK(all_finite(dz, (size_t)R * d) && all_finite(dW, (size_t)m * 2 * d) && all_finite(db, m),

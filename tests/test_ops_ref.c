@@ -825,7 +825,7 @@ static void test_heads_fused(int R, int H, int D, const int *sizes, int clip) {
 
     float *dV = rand_f(R, -1, 1), *dAdv = rand_f((size_t)R * A, -1, 1), norms[2] = {NAN, NAN};
     float n0 = NAN, n1 = NAN;
-    CHECK_OK(ops->l2_norm2(be, dV, R, dAdv, (size_t)R * A, norms));
+    CHECK_OK(ops->l2_norm2(be, dV, R, dAdv, (size_t)R * A, norms, NULL));
     CHECK_OK(ops->l2_norm(be, dV, R, &n0));
     CHECK_OK(ops->l2_norm(be, dAdv, (size_t)R * A, &n1));
     CHECK(norms[0] == n0 && norms[1] == n1, "l2_norm2 differs from two l2_norm");
@@ -917,12 +917,12 @@ static void test_grn_fused(int M, int d) {
     CHECK_OK(ops->layernorm_bwd(be, r[0], gamma, mean[0], rstd[0], dy, dr, dgam[0], dbet[0], M, d));
     CHECK_OK(ops->gate_bwd(be, g, dr, dres[0], dg[0], M, d));
     CHECK_OK(ops->grn_ln_gate_bwd(be, r[0], gamma, mean[0], rstd[0], g, dy, dres[1], dg[1], dgam[1],
-                                  dbet[1], M, d));
+                                  dbet[1], M, d, NULL));
     CHECK(same_bytes(dres[0], dres[1], n * 4) && same_bytes(dg[0], dg[1], 2 * n * 4) &&
               same_bytes(dgam[0], dgam[1], (size_t)d * 4) && same_bytes(dbet[0], dbet[1], (size_t)d * 4),
           "grn_ln_gate_bwd M=%d d=%d differs from layernorm_bwd + gate_bwd", M, d);
     CHECK(ops->grn_ln_gate_bwd(be, r[0], gamma, mean[0], rstd[0], g, dy, dy, dg[1], dgam[1],
-                               dbet[1], M, d) == DQN_ERR_ARG,
+                               dbet[1], M, d, NULL) == DQN_ERR_ARG,
           "grn_ln_gate_bwd accepted dres == dy");
     for (int k = 0; k < 2; k++) {
         free(r[k]); free(y[k]); free(mean[k]); free(rstd[k]);
@@ -1176,7 +1176,7 @@ static void test_bn_split(int B, int T, int d, int m) {
           m, e);
     float *du = rand_f(R * m, -1, 1), *du0 = copy_of(du, R * m), *dus = poisoned((size_t)B * m);
     CHECK_OK(ops->relu_bwd(be, u1, du0, du0, R * m));
-    CHECK_OK(ops->relu_bwd_tausum(be, u1, du, dus, B, T, m));
+    CHECK_OK(ops->relu_bwd_tausum(be, u1, du, dus, B, T, m, NULL));
     int same = same_bytes(du, du0, R * m * 4);
     for (int s = 0; s < B; s++)
         for (int k = 0; k < m; k++) {

@@ -237,9 +237,12 @@ typedef struct dqn_ops {
     dqn_status (*heads_fwd)(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
                             const float *Wa2, const float *ba2, float *V, float *Adv, float *Z,
                             int R, int H, const dqn_branches *br);
-    /* norms[0] = l2_norm(x0, n0), norms[1] = l2_norm(x1, n1) */
+    /* norms[0] = l2_norm(x0, n0), norms[1] = l2_norm(x1, n1). hplan (optional): a deferred
+     * health plan (made by this backend) of x0 and x1 as the op reads them, in that order, which
+     * the op leaves done, guards included, as health_check(hplan) run before it would (the norms
+     * are of the clamped values); CUDA's kernel scans (and clamps) each value as it loads it. */
     dqn_status (*l2_norm2)(dqn_backend *be, const float *x0, size_t n0, const float *x1,
-                           size_t n1, float *norms);
+                           size_t n1, float *norms, const void *hplan);
     /* The heads' backward from dV [R] and dAdv [R, A] (dueling_bwd's outputs) down to the stacked
      * hidden layer's pre-activation, with the head-gradient clip: dV and dAdv are read (not
      * written) and scaled by the factors clip_by_norm(dV, R, norms + 0, max_norm) and
@@ -260,11 +263,13 @@ typedef struct dqn_ops {
                                   float *mean, float *rstd, int M, int d);
     /* GRN tail, backward: layernorm_bwd(r, gamma, mean, rstd, dy) -> dr, dgamma, dbeta
      * (overwritten), then gate_bwd(g, dr) -> dres = dr (the residual's gradient w.r.t. h), dg
-     * [M, 2d]. dres and dg must not alias dy. Bit-identical to the two ops. */
+     * [M, 2d]. dres and dg must not alias dy. Bit-identical to the two ops. hplan (optional): a
+     * deferred health plan of dy as the op reads it, left done as health_check(hplan) run
+     * before it would (guards included: dy is clamped in place before use). */
     dqn_status (*grn_ln_gate_bwd)(dqn_backend *be, const float *r, const float *gamma,
                                   const float *mean, const float *rstd, const float *g,
                                   const float *dy, float *dres, float *dg, float *dgamma,
-                                  float *dbeta, int M, int d);
+                                  float *dbeta, int M, int d, const void *hplan);
     /* IQN mixing, forward: z = mul_bcast_fwd(h, phi); when cat is not NULL also
      * cat = concat_bcast_fwd(z, h). Bit-identical to the ops. */
     dqn_status (*iqn_fwd)(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
@@ -327,9 +332,10 @@ typedef struct dqn_ops {
     dqn_status (*bcast_add_act)(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
                                 dqn_act act);
     /* relu_bwd(u, du) -> du in place (u the ReLU's output), then dus[s, :] = sum_i du[s*T + i, :]
-     * (in tau order), dus [B, N] written */
+     * (in tau order), dus [B, N] written. hplan (optional): a deferred health plan of dus, left
+     * done as health_check(hplan) run after the op would (the clamped sums stored). */
     dqn_status (*relu_bwd_tausum)(dqn_backend *be, const float *u, float *du, float *dus, int B,
-                                  int T, int N);
+                                  int T, int N, const void *hplan);
 
     /* ---- graph capture: NULL on backends that run ops eagerly (CPU). The model records each
      * stage (forward, IQN/aux, backward, optimizer) between capture_begin and capture_end, then

@@ -139,6 +139,9 @@ typedef struct {
      * lists it in `deferred`: such a plan must feed only ISV entries that no check before the
      * commit reads as a bound (the inline guard points are such plans). */
     int defer;
+    /* A deferred plan an op computes as it runs (l2_norm2, grn_ln_gate_bwd, relu_bwd_tausum): a
+     * backend may give each check as many partials as such an op has blocks. */
+    int hosted;
     void *const *deferred;
     int n_deferred;
     /* The counter was incremented before this plan runs (by the fused optimizer op): the update

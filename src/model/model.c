@@ -195,9 +195,13 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     SLOT(hm, d_value, w->dV, R);
     SLOT(hm, d_adv, w->dAdv, (size_t)R * A);
     /* SPEC 4: the whole-batch L2 norms of d_value_logits and d_adv_logits; heads_bwd applies
-     * the clip as it reads them (dV and dAdv stay unclipped) */
+     * the clip as it reads them (dV and dAdv stay unclipped). In guard mode the norms' op runs
+     * their clamp as it reads them (model_health.c). */
     const float clip = head_grad_clip > 0 ? head_grad_clip : 0.0f;
-    if (clip > 0) DQN_TRY(OPS->l2_norm2(be, w->dV, (size_t)R, w->dAdv, (size_t)R * A, w->norms));
+    const int guarded = hm && hm->h.mode == DQN_HEALTH_GUARD;
+    if (clip > 0)
+        DQN_TRY(OPS->l2_norm2(be, w->dV, (size_t)R, w->dAdv, (size_t)R * A, w->norms,
+                              guarded && hm->h.heads_hosted ? hm->h.plan_heads : NULL));
     DQN_TRY(OPS->heads_bwd(be, f->hva, P + L->v2.W, P + L->a2.W, w->dV, w->dAdv,
                            clip > 0 ? w->norms : NULL, clip, w->dhva, G + L->va.b, G + L->v2.W,
                            G + L->v2.b, G + L->a2.W, G + L->a2.b, R, H, A));
@@ -208,7 +212,8 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     const float *h = f->h[a->grn_blocks];
     const int bn = a->bottleneck > 0, split = bn && f->split;
     if (split) {
-        DQN_TRY(OPS->relu_bwd_tausum(be, f->u, w->du, w->dus, B, T, U));
+        DQN_TRY(OPS->relu_bwd_tausum(be, f->u, w->du, w->dus, B, T, U,
+                                     guarded && hm->h.dcat_hosted ? hm->h.plan_dcat : NULL));
         SLOT(hm, d_concat, w->dus, (size_t)B * U);
         DQN_TRY(OPS->linear_ld_bwd(be, f->z, P + L->bn.W, 2 * d, w->du, w->dz, 0, G + L->bn.W,
                                    NULL, R, d, U));
@@ -243,9 +248,12 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     for (int l = a->grn_blocks - 1; l >= 0; l--) {
         const dqn_grn_offsets *g = &L->grn[l];
         /* LayerNorm and gate: the residual's gradient w.r.t. h into dh_in[l], the gate's into
-         * dg; fc1's input gradient is then added to it by its GEMM (the residual's sum) */
+         * dg; fc1's input gradient is then added to it by its GEMM (the residual's sum). The
+         * last block reads d_trunk: in guard mode it runs d_trunk's clamp first. */
+        const int ht = guarded && hm->h.dtrunk_hosted && l == a->grn_blocks - 1;
         DQN_TRY(OPS->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
-                                     dout, w->dh_in[l], w->dg, G + g->gamma, G + g->beta, B, d));
+                                     dout, w->dh_in[l], w->dg, G + g->gamma, G + g->beta, B, d,
+                                     ht ? hm->h.plan_dtrunk : NULL));
         DQN_TRY(OPS->linear_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b,
                                 B, d, 2 * d));
         DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));

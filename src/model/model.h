@@ -76,6 +76,9 @@ typedef struct {
         snap_bytes;
     void *plan_heads, *plan_dcat, *plan_dz, *plan_dtrunk, *plan_dtrunk_out, *plan_commit;
     void *plan_embed;   /* phi's and z's checks: run by iqn_embed_fwd, finished by the commit */
+    /* guard mode's clamp plans an op runs (model_health.c): heads' by l2_norm2, d_concat's by
+     * relu_bwd_tausum, d_trunk's by the last GRN block's grn_ln_gate_bwd */
+    int heads_hosted, dcat_hosted, dtrunk_hosted;
 } dqn_model_health;
 
 typedef struct {

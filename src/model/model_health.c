@@ -1,9 +1,11 @@
 /* The numerical-health wiring of the update (SPEC 4): which buffer each slot of the table
  * (health/slots.c) checks, where in the update, with which guard; the state backup that
  * `dqn health --replay` and the guard's rollback use. Checks are batched into few plans (one op
- * each): in guard mode the clamp points inline, where SPEC 4 puts them; d_z in iqn_bwd, which
- * runs its plan (the clamp of the split bottleneck's) as it reads it; phi and z in the
- * embedding's op where the backend computes their scans as it writes them; everything else in the
+ * each): in guard mode the clamp points where SPEC 4 puts them, run by the op next to the buffer
+ * where there is one of ours (the heads' by l2_norm2, the split's d_concat by relu_bwd_tausum,
+ * d_trunk by grn_ln_gate_bwd), else inline (grn0.d_in); d_z in iqn_bwd, which runs its plan (the
+ * clamp of the split bottleneck's) as it reads it; phi and z in the embedding's op where the
+ * backend computes their scans as it writes them; everything else in the
  * commit, which also runs the optimizer step (its pass saves the state it changes and scans the
  * parameters it writes) and does every check's bookkeeping. So every bound of an update comes
  * from the ISV as it was when the update started, and detect mode adds no node to the update. */
@@ -47,12 +49,18 @@ typedef struct {
     int n_checks, n_copies;
 } plan_build;
 
+static int faulted(const dqn_model_health *h, int slot) {
+    for (int f = 0; f < h->n_faults; f++)
+        if (h->faults[f].slot == slot) return 1;
+    return 0;
+}
+
 static void add_check(plan_build *p, dqn_hcheck c) { p->checks[p->n_checks++] = c; }
 static void add_copy(plan_build *p, void *dst, const void *src, size_t bytes, int when) {
     p->copies[p->n_copies++] = (dqn_hcopy){dst, src, bytes, when};
 }
 
-static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer,
+static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer, int hosted,
                             const dqn_hadam *adam, void **out) {
     dqn_backend *be = m->be;
     dqn_hplan_desc d;
@@ -71,6 +79,7 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer,
     d.n_slots = m->h.tab.n_slots;
     d.rollback_slot = commit ? m->h.tab.params : -1;
     d.defer = defer;
+    d.hosted = hosted;
     /* the commit runs after the fused optimizer op has incremented the counter */
     d.step_after = commit;
     d.adam = adam;
@@ -188,19 +197,21 @@ static dqn_status build_plans(dqn_model *m) {
     if (hosted) {
         add_check(p, check_of(m, t->phi, m->f_on.phi, R * d));
         add_check(p, check_of(m, t->z, m->f_on.z, R * d));
-        s = make_plan(m, p, 0, 1, NULL, &h->plan_embed);
+        s = make_plan(m, p, 0, 1, 0, NULL, &h->plan_embed);
         memset(p, 0, sizeof *p);
     }
 
-    /* the heads' gradients: clamped before the head clip's norms and their GEMMs read them (the
-     * clip does not write them, so detect mode checks them with the rest) */
+    /* the heads' gradients: clamped before the head clip's norms and their GEMMs read them, by
+     * the norms' op as it reads them where the clip is on (the clip does not write them, so
+     * detect mode checks them with the rest) */
     dqn_hcheck kv = check_of(m, t->d_value, m->bw.dV, R), ka = check_of(m, t->d_adv, m->bw.dAdv, R * A);
     feed(&kv, t->i_rms_dv, DQN_HSTAT_RMS);
     feed(&ka, t->i_rms_da, DQN_HSTAT_RMS);
+    h->heads_hosted = guard && c->head_grad_clip > 0;
     if (guard && s == DQN_OK) {
         add_check(p, kv);
         add_check(p, ka);
-        s = make_plan(m, p, 0, 1, NULL, &h->plan_heads);
+        s = make_plan(m, p, 0, 1, h->heads_hosted, NULL, &h->plan_heads);
     }
 
     /* the other clamp points: inline plans in guard mode, else checked with the rest */
@@ -224,23 +235,28 @@ static dqn_status build_plans(dqn_model *m) {
         ko = check_of(m, t->grn_din[0], m->bw.dh_in[0], B * d);
         feed(&ko, t->i_rms_dtrunk_out, DQN_HSTAT_RMS);
     }
+    /* run by the op next to them: the split's d_concat by relu_bwd_tausum, which writes it (so
+     * not when a fault must land on it first), d_trunk by the last GRN block's backward, which
+     * reads it; grn0.d_in's last writer and reader are GEMMs */
+    h->dcat_hosted = guard && split && !faulted(h, t->d_concat);
+    h->dtrunk_hosted = guard && Lb > 0;
     if (guard) {
-        const struct { int on; dqn_hcheck *k; void **plan; } inl[] = {
-            {bn, &kc, &h->plan_dcat},
-            {1, &kt, &h->plan_dtrunk},
-            {Lb > 0, &ko, &h->plan_dtrunk_out},
+        const struct { int on, hosted; dqn_hcheck *k; void **plan; } inl[] = {
+            {bn, h->dcat_hosted, &kc, &h->plan_dcat},
+            {1, h->dtrunk_hosted, &kt, &h->plan_dtrunk},
+            {Lb > 0, 0, &ko, &h->plan_dtrunk_out},
         };
         for (size_t j = 0; j < sizeof inl / sizeof inl[0] && s == DQN_OK; j++) {
             if (!inl[j].on) continue;
             memset(p, 0, sizeof *p);
             add_check(p, *inl[j].k);
-            s = make_plan(m, p, 0, 1, NULL, inl[j].plan);
+            s = make_plan(m, p, 0, 1, inl[j].hosted, NULL, inl[j].plan);
         }
     }
     if (dz_hosted && s == DQN_OK) {
         memset(p, 0, sizeof *p);
         add_check(p, kz);
-        s = make_plan(m, p, 0, 1, NULL, &h->plan_dz);
+        s = make_plan(m, p, 0, 1, 0, NULL, &h->plan_dz);
     }
 
     /* The commit runs the optimizer step (Adam, the target, the counter), which saves the state
@@ -332,7 +348,7 @@ static dqn_status build_plans(dqn_model *m) {
             ad.fault_kind[ad.n_faults++] = h->faults[f].kind;
         }
     }
-    if (s == DQN_OK) s = make_plan(m, p, 1, 0, &ad, &h->plan_commit);
+    if (s == DQN_OK) s = make_plan(m, p, 1, 0, 0, &ad, &h->plan_commit);
     free(p);
     return s;
 }
@@ -357,9 +373,10 @@ dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
             DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at, h->faults[f].kind));
     const dqn_health_table *t = &h->tab;
     if (h->mode != DQN_HEALTH_GUARD) return DQN_OK;
-    if (slot == t->d_adv) return OPS->health_check(be, h->plan_heads);
-    if (slot == t->d_concat) return OPS->health_check(be, h->plan_dcat);
-    if (slot == t->d_trunk) return OPS->health_check(be, h->plan_dtrunk);
+    /* (the hosted ones run in the ops next to their slots: model.c) */
+    if (slot == t->d_adv && !h->heads_hosted) return OPS->health_check(be, h->plan_heads);
+    if (slot == t->d_concat && !h->dcat_hosted) return OPS->health_check(be, h->plan_dcat);
+    if (slot == t->d_trunk && !h->dtrunk_hosted) return OPS->health_check(be, h->plan_dtrunk);
     if (slot == t->grn_din[0]) return OPS->health_check(be, h->plan_dtrunk_out);
     return DQN_OK;
 }

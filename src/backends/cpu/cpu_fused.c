@@ -34,7 +34,8 @@ dqn_status cpu_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, co
 }
 
 dqn_status cpu_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
-                        float *norms) {
+                        float *norms, const void *hplan) {
+    if (hplan) DQN_TRY(be->ops->health_check(be, hplan));
     DQN_TRY(be->ops->l2_norm(be, x0, n0, norms));
     return be->ops->l2_norm(be, x1, n1, norms + 1);
 }
@@ -99,8 +100,9 @@ dqn_status cpu_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g, 
 dqn_status cpu_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
                                const float *mean, const float *rstd, const float *g,
                                const float *dy, float *dres, float *dg, float *dgamma,
-                               float *dbeta, int M, int d) {
+                               float *dbeta, int M, int d, const void *hplan) {
     REQUIRE(dres != dy && dg != dy, "grn_ln_gate_bwd: dres and dg must not alias dy");
+    if (hplan) DQN_TRY(be->ops->health_check(be, hplan));
     DQN_TRY(be->ops->layernorm_bwd(be, r, gamma, mean, rstd, dy, dres, dgamma, dbeta, M, d));
     return be->ops->gate_bwd(be, g, dres, dres, dg, M, d);
 }
@@ -218,8 +220,7 @@ dqn_status cpu_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, 
 }
 
 dqn_status cpu_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
-                               int T, int N) {
-    (void)be;
+                               int T, int N, const void *hplan) {
     REQUIRE(B >= 0 && T >= 0 && N >= 0, "relu_bwd_tausum: B=%d T=%d N=%d", B, T, N);
     for (size_t s = 0; s < (size_t)B; s++)
         for (size_t k = 0; k < (size_t)N; k++) {
@@ -231,5 +232,5 @@ dqn_status cpu_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float
             }
             dus[s * N + k] = acc;
         }
-    return DQN_OK;
+    return hplan ? be->ops->health_check(be, hplan) : DQN_OK;
 }

@@ -25,7 +25,7 @@ dqn_status cpu_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, co
                          const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
                          int H, const dqn_branches *br);
 dqn_status cpu_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
-                        float *norms);
+                        float *norms, const void *hplan);
 dqn_status cpu_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
                          const float *dV, const float *dAdv, const float *norms, float max_norm,
                          float *dhva, float *dbva, float *dWv2, float *dbv2, float *dWa2,
@@ -36,7 +36,7 @@ dqn_status cpu_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g, 
 dqn_status cpu_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
                                const float *mean, const float *rstd, const float *g,
                                const float *dy, float *dres, float *dg, float *dgamma,
-                               float *dbeta, int M, int d);
+                               float *dbeta, int M, int d, const void *hplan);
 dqn_status cpu_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
                        int B, int T, int d);
 dqn_status cpu_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
@@ -59,7 +59,7 @@ dqn_status cpu_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, in
 dqn_status cpu_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
                              dqn_act act);
 dqn_status cpu_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
-                               int T, int N);
+                               int T, int N, const void *hplan);
 /* db[N] = column sums of dY [M, N], in row order (linear_bwd's) */
 void cpu_colsum(const float *dY, float *db, int M, int N);
 

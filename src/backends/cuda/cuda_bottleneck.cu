@@ -2,7 +2,7 @@
  * B rows, added to every tau's row of the z half with the ReLU; and, backward, the ReLU mask with
  * the per-sample sum over taus that the h half's gradients need. The tau sums run in tau order in
  * one thread per (sample, column), in the CPU reference's rounding (no FMA). */
-#include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/cuda_health.cuh"
 
 #define RT_BATCH 16   /* relu_bwd_tausum: taus whose inputs a thread loads before storing */
 
@@ -31,9 +31,19 @@ __global__ void k_bcast_add_act(const float *__restrict__ hb, float *Y, int B, i
     }
 }
 
-/* RT_BATCH taus' inputs are loaded before their stores: a batch costs one round trip */
-__global__ void k_relu_bwd_tausum(const float *u, float *du, float *dus, size_t B, int T, int N) {
+/* RT_BATCH taus' inputs are loaded before their stores: a batch costs one round trip. HOST: the
+ * check of dus of a deferred health plan (cuda_health_hosted) on the sums as they are stored
+ * (clamped first in guard mode); block b writes partial b. */
+template <bool HOST>
+__global__ void k_relu_bwd_tausum(const float *u, float *du, float *dus, size_t B, int T, int N,
+                                  cuda_hosted hs) {
     KERNEL_PROLOGUE();
+    hacc a;
+    float bound = 0.0f;
+    if (HOST) {
+        acc_init(&a);
+        bound = hosted_bound(&hs);
+    }
     GRID_STRIDE(e, B * (size_t)N) {
         size_t s = e / (size_t)N, k = e % (size_t)N;
         float acc = 0.0f;
@@ -54,9 +64,16 @@ __global__ void k_relu_bwd_tausum(const float *u, float *du, float *dus, size_t 
                 acc = __fadd_rn(acc, g);
             }
         }
+        if (HOST) acc = scan_val(&a, e, acc, bound, hs.guard);
         dus[e] = acc;
     }
+    if (HOST) {
+        __shared__ hacc red[HW];
+        block_reduce(&a, red);
+        if (threadIdx.x == 0) hosted_put(&hs, &a, bound);
+    }
 }
+static_assert(CUDA_THREADS == HT, "k_relu_bwd_tausum's hosted check: the health kernels' blocks");
 
 dqn_status cuda_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
                               dqn_act act) {
@@ -68,7 +85,20 @@ dqn_status cuda_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B,
 }
 
 dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
-                                int T, int N) {
+                                int T, int N, const void *hplan) {
     CUDA_ARG(B >= 0 && T >= 0 && N >= 0, "relu_bwd_tausum: bad shape B=%d T=%d N=%d", B, T, N);
-    LAUNCH_1D(k_relu_bwd_tausum, (size_t)B * (size_t)N, u, du, dus, (size_t)B, T, N);
+    cuda_impl *c = cuda_of(be);
+    const size_t n = (size_t)B * (size_t)N;
+    const unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
+    /* the plan hosted: dus's check, a partial for every block; else its own kernel after */
+    cuda_hosted k;
+    int nk = 0;
+    if (hplan) cuda_health_hosted(hplan, &k, 1, &nk);
+    const bool host = nk == 1 && n > 0 && hosted_fits(&k, dus, n, grid, CUDA_THREADS);
+    if (!host) memset(&k, 0, sizeof k);
+    if (host)
+        KLAUNCH(k_relu_bwd_tausum<true>, grid, CUDA_THREADS, 0, u, du, dus, (size_t)B, T, N, k);
+    else if (n > 0)
+        KLAUNCH(k_relu_bwd_tausum<false>, grid, CUDA_THREADS, 0, u, du, dus, (size_t)B, T, N, k);
+    return hplan && !host ? cuda_health_check(be, hplan) : DQN_OK;
 }

@@ -458,7 +458,7 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
                           const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
                           int H, const dqn_branches *br);
 dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
-                         float *norms);
+                         float *norms, const void *hplan);
 dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
                           const float *dV, const float *dAdv, const float *norms, float max_norm,
                           float *dhva, float *dbva, float *dWv2, float *dbv2, float *dWa2,
@@ -469,7 +469,7 @@ dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
 dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
                                 const float *mean, const float *rstd, const float *g,
                                 const float *dy, float *dres, float *dg, float *dgamma,
-                                float *dbeta, int M, int d);
+                                float *dbeta, int M, int d, const void *hplan);
 dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
                         int B, int T, int d);
 dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
@@ -494,7 +494,7 @@ dqn_status cuda_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, i
 dqn_status cuda_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
                               dqn_act act);
 dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
-                                int T, int N);
+                                int T, int N, const void *hplan);
 
 dqn_status cuda_capture_begin(dqn_backend *be);
 dqn_status cuda_capture_end(dqn_backend *be, void **graph);

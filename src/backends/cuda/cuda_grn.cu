@@ -3,7 +3,7 @@
  * arithmetic of cuda_elementwise.cu's gate and cuda_norm.cu's LayerNorm; dgamma and dbeta are
  * column sums: per-warp sums in shared memory, per-block partials in scratch, and the last block
  * (an integer counter) adds them in block order, so replays are bit-identical. */
-#include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/cuda_health.cuh"
 
 #define GRN_WARPS 8
 #define GRN_BWD_WARPS 16     /* grn_ln_gate_bwd: rows in flight a block (at most 16: registers) */
@@ -74,19 +74,29 @@ __global__ void k_grn_gate_ln_fwd(const float *__restrict__ h, const float *__re
 /* Block p takes rows [p*chunk, (p+1)*chunk), its warps row by row in turn. With NJ > 0 (d <=
  * 32 NJ) a lane holds its row elements j = lane + 32 i in registers, all loaded before the
  * row's stores, and its dgamma/dbeta sums too; NJ 0 streams the row (any d). The arithmetic of
- * an element is the same either way. Shared: per warp [2][d] sums (dgamma then dbeta). */
-template <int NJ>
+ * an element is the same either way. Shared: per warp [2][d] sums (dgamma then dbeta). HOST
+ * (NJ > 0): the check of dy of a deferred health plan (cuda_health_hosted) on the values as
+ * loaded, clamped (and stored back when changed) before use; block p writes partial p. */
+template <int NJ, bool HOST>
 __global__ void __launch_bounds__(GRN_BWD_WARPS * 32)
 k_grn_ln_gate_bwd(const float *x, const float *gamma, const float *mean, const float *rstd,
                   const float *g, const float *dy, float *dres, float *dg, float *dgamma,
-                  float *dbeta, int M, int d, int chunk, float *part, unsigned *done) {
+                  float *dbeta, int M, int d, int chunk, float *part, unsigned *done,
+                  cuda_hosted hs) {
     KERNEL_PROLOGUE();
+    static_assert(!HOST || NJ > 0, "the hosted check needs the row in registers");
     extern __shared__ float sm[];
     __shared__ bool last;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, W = blockDim.x >> 5;
     const int p = blockIdx.x, P = gridDim.x;
     float *acc = sm + (size_t)w * 2 * d;
     const int r1 = min(M, (p + 1) * chunk);
+    hacc ha;
+    float bound = 0.0f;
+    if (HOST) {
+        acc_init(&ha);
+        bound = hosted_bound(&hs);
+    }
     if constexpr (NJ > 0) {
         float gam[NJ], ag[NJ], ab[NJ];
 #pragma unroll
@@ -107,6 +117,16 @@ k_grn_ln_gate_bwd(const float *x, const float *gamma, const float *mean, const f
                 e[i] = in ? dy[r + j] : 0.0f;
                 ga[i] = in ? gm[j] : 0.0f;
                 gb[i] = in ? gm[d + j] : 0.0f;
+            }
+            if (HOST) {
+#pragma unroll
+                for (int i = 0; i < NJ; i++) {
+                    const int j = lane + 32 * i;
+                    if (j >= d) break;
+                    const float v = scan_val(&ha, r + j, e[i], bound, hs.guard);
+                    if (!(v == e[i])) hs.x[r + j] = v;
+                    e[i] = v;
+                }
             }
             const float mu = mean[m], rs = rstd[m];
             /* ln_bwd_row_sums on the registers */
@@ -166,6 +186,11 @@ k_grn_ln_gate_bwd(const float *x, const float *gamma, const float *mean, const f
                 acc[d + j] += e;
             }
         }
+    }
+    if constexpr (HOST) {
+        __shared__ hacc red[GRN_BWD_WARPS];
+        block_reduce_w(&ha, red, W);
+        if (threadIdx.x == 0) hosted_put(&hs, &ha, bound);
     }
     __syncthreads();
     /* this block's partial: the warps' sums in warp order */
@@ -227,11 +252,15 @@ dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
 dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
                                 const float *mean, const float *rstd, const float *g,
                                 const float *dy, float *dres, float *dg, float *dgamma,
-                                float *dbeta, int M, int d) {
+                                float *dbeta, int M, int d, const void *hplan) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(M >= 0 && d > 0, "grn_ln_gate_bwd: bad shape M=%d d=%d", M, d);
     CUDA_ARG(dres != dy && dg != dy, "grn_ln_gate_bwd: dres and dg must not alias dy");
+    cuda_hosted k;
+    int nk = 0;
+    if (hplan) cuda_health_hosted(hplan, &k, 1, &nk);
     if (M == 0) {
+        if (hplan) DQN_TRY(cuda_health_check(be, hplan));
         CUDA_CHECK(cudaMemsetAsync(dgamma, 0, (size_t)d * sizeof(float), c->stream));
         CUDA_CHECK(cudaMemsetAsync(dbeta, 0, (size_t)d * sizeof(float), c->stream));
         return DQN_OK;
@@ -250,8 +279,16 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
     int chunk = (M + P - 1) / P;
     P = (M + chunk - 1) / chunk;   /* no empty part */
     size_t smem = (size_t)W * row_bytes;
-    auto kern = d <= 64 ? k_grn_ln_gate_bwd<2> : d <= 256 ? k_grn_ln_gate_bwd<8> : k_grn_ln_gate_bwd<0>;
+    /* the plan hosted where the row is in registers, a partial a block (block p: rows
+     * [p*chunk, (p+1)*chunk)); else its own kernel first */
+    const bool host = nk == 1 && d <= 256 &&
+                      hosted_fits(&k, dy, (size_t)M * d, (unsigned)P, (size_t)chunk * d);
+    if (hplan && !host) DQN_TRY(cuda_health_check(be, hplan));
+    if (!host) memset(&k, 0, sizeof k);
+    auto kern = d <= 64    ? host ? k_grn_ln_gate_bwd<2, true> : k_grn_ln_gate_bwd<2, false>
+                : d <= 256 ? host ? k_grn_ln_gate_bwd<8, true> : k_grn_ln_gate_bwd<8, false>
+                           : k_grn_ln_gate_bwd<0, false>;
     KLAUNCH(kern, (unsigned)P, W * 32, smem, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M,
-            d, chunk, c->scratch, c->blocks_done + 1);
+            d, chunk, c->scratch, c->blocks_done + 1, k);
     return DQN_OK;
 }

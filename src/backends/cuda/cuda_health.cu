@@ -573,12 +573,15 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
         if (desc->copies[i].when == DQN_HCOPY_ALWAYS) order[ncp++] = desc->copies[i];
     for (int i = 0; i < desc->n_copies; i++)
         if (desc->copies[i].when != DQN_HCOPY_ALWAYS) order[ncp++] = desc->copies[i];
+    /* a hosted plan's check: a partial for each block of a thread-an-element launch over it */
     int blocks = 0;
     for (int it = 0; it < items; it++) {
         nb[it] = it == 0 && ad   ? blocks_for(c, ad->n, H_ADAM_ELEMS_PER_THREAD)
-                 : it < nc      ? blocks_for(c, desc->checks[it].n, H_ELEMS_PER_THREAD)
-                 : it < n_fin   ? 1
-                                : blocks_for(c, order[it - n_fin].bytes / 4, H_ELEMS_PER_THREAD);
+                 : it < nc       ? desc->hosted ? (int)cuda_blocks(c, desc->checks[it].n, HT)
+                                                : blocks_for(c, desc->checks[it].n,
+                                                             H_ELEMS_PER_THREAD)
+                 : it < n_fin    ? 1
+                                 : blocks_for(c, order[it - n_fin].bytes / 4, H_ELEMS_PER_THREAD);
         blocks += nb[it];
     }
     /* the checks with the most partials reduce them first where the stage would not hold them

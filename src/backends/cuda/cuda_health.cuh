@@ -64,19 +64,22 @@ __device__ static void warp_reduce(hacc *a) {
     for (int o = 16; o > 0; o >>= 1) acc_shfl_down(a, o);
 }
 
-/* the whole block's sum in thread 0 (warps in order, lanes in a fixed tree) */
-__device__ static void block_reduce(hacc *a, hacc *sh) {
+/* the whole block's sum in thread 0 (warps in order, lanes in a fixed tree); nw warps, sh[nw] */
+__device__ static void block_reduce_w(hacc *a, hacc *sh, int nw) {
     warp_reduce(a);
     const int w = threadIdx.x / 32, l = threadIdx.x % 32;
     if (l == 0) sh[w] = *a;
     __syncthreads();
     if (w == 0) {
-        if (l < HW) *a = sh[l];
+        if (l < nw) *a = sh[l];
         else acc_init(a);
         warp_reduce(a);
     }
     __syncthreads();
 }
+
+/* the health kernels' block shape */
+__device__ static void block_reduce(hacc *a, hacc *sh) { block_reduce_w(a, sh, HW); }
 
 __device__ static hpart to_part(const hacc *a, float bound) {
     hpart p;
@@ -116,17 +119,64 @@ __device__ static void scan_one(hacc *a, float *x, size_t i, float v, float boun
     }
 }
 
+/* scan_one's figures of v, returned clamped (guard) rather than stored: for an op that stores
+ * the value itself, or stores it back only when it changed */
+__device__ static float scan_val(hacc *a, size_t i, float v, float bound, bool guard) {
+    if (!isfinite(v)) {
+        a->nonfinite++;
+        if (isnan(v)) a->nan++;
+        if (i < a->first_index) {
+            a->first_index = i;
+            a->first_value = v;
+        }
+        if (!guard) return v;
+        a->guarded++;
+        return 0.0f;
+    }
+    float av = fabsf(v);
+    a->maxabs = fmaxf(a->maxabs, av);
+    a->sumsq += (double)v * (double)v;
+    a->sumabs += (double)av;
+    if (!(guard && av > bound)) return v;
+    a->guarded++;
+    return copysignf(bound, v);
+}
+
 /* What an op needs to compute check j of a deferred plan itself: block b of its launch writes
  * parts[b] for b < nparts (its figures of x's n elements, in any split among the blocks), with
  * the bound max(guard_scale * *isv_bound, guard_floor) read before the commit feeds the ISV. */
 typedef struct {
-    const float *x;
+    float *x;
     size_t n;
     hpart *parts;
     int nparts, guard;             /* guard: clamps in place (a guard point in guard mode) */
     const float *isv_bound;
     float guard_scale, guard_floor;
 } cuda_hosted;
+
+__device__ static float hosted_bound(const cuda_hosted *h) {
+    return fmaxf(h->guard_scale * *h->isv_bound, h->guard_floor);
+}
+
+/* Block b's figures a as partial b of h (b < h->nparts: a hosting launch's grid checks it) and
+ * empty partials past the grid, by thread 0 after a block reduction. */
+__device__ static void hosted_put(const cuda_hosted *h, const hacc *a, float bound) {
+    hacc none;
+    acc_init(&none);
+    const hpart pt = to_part(a, bound), pe = to_part(&none, bound);
+    for (int q = blockIdx.x; q < h->nparts; q += gridDim.x)
+        h->parts[q] = q == (int)blockIdx.x ? pt : pe;
+}
+
+/* Whether check k can be hosted by a launch of grid blocks over x's n elements in which block b
+ * holds elements only if b < min(grid, ceil(n / per_block)) (a grid-stride of per_block threads,
+ * or blocks of rows): each such block must have a partial of its own. */
+static inline bool hosted_fits(const cuda_hosted *k, const float *x, size_t n, unsigned grid,
+                               size_t per_block) {
+    const size_t used = (n + per_block - 1) / per_block;
+    return k->x == x && k->n == n && k->nparts >= 1 &&
+           (size_t)k->nparts >= (used < grid ? used : (size_t)grid);
+}
 
 /* A deferred plan's checks as cuda_hosted (at most max): *n of them, 0 if the plan has copies or
  * an optimizer step or is not deferred (an op then runs it as a kernel after itself). */

@@ -1,7 +1,7 @@
 /* The optimizer's ops: the global L2 norm (one launch, fixed tree), clip by norm, Adam with the
  * clip folded in, the target-network update and the step counter. Every scalar that changes
  * between graph replays (the norm, the step, the skip flag) is read on the device. */
-#include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/cuda_health.cuh"
 
 __device__ __forceinline__ double block_sum_d(double v, double *red) {
     red[threadIdx.x] = v;
@@ -18,15 +18,49 @@ __device__ __forceinline__ double block_sum_d(double v, double *red) {
 /* One launch for the norms of up to two arrays: each block writes its partial sums; the last
  * block to finish (an integer counter, no float atomics) adds the partials in block order and
  * resets the counter for the next op. out[1] is written only when x1 is given. The squares add up
- * in double, as on the CPU: a float sum overflows once |x| passes ~1e19. */
+ * in double, as on the CPU: a float sum overflows once |x| passes ~1e19. HOST: the checks of x0
+ * and x1 of a deferred health plan (cuda_health_hosted) on the values as loaded, each clamped
+ * (and stored back when changed) before its square is taken; block b writes partial b of each. */
+template <bool HOST>
 __global__ void k_l2_norms(const float *x0, size_t n0, const float *x1, size_t n1, double *part,
-                           unsigned *done, float *out) {
+                           unsigned *done, float *out, cuda_hosted h0, cuda_hosted h1) {
     KERNEL_PROLOGUE();
     __shared__ double red[CUDA_THREADS];
     __shared__ bool last;
     double acc0 = 0.0, acc1 = 0.0;
-    GRID_STRIDE(i, n0) acc0 += (double)x0[i] * (double)x0[i];
-    if (x1) GRID_STRIDE(i, n1) acc1 += (double)x1[i] * (double)x1[i];
+    hacc a0, a1;
+    float b0 = 0.0f, b1 = 0.0f;
+    if (HOST) {
+        acc_init(&a0);
+        acc_init(&a1);
+        b0 = hosted_bound(&h0);
+        b1 = hosted_bound(&h1);
+    }
+    GRID_STRIDE(i, n0) {
+        float v = x0[i];
+        if (HOST) {
+            const float w = scan_val(&a0, i, v, b0, h0.guard);
+            if (!(w == v)) h0.x[i] = w;
+            v = w;
+        }
+        acc0 += (double)v * (double)v;
+    }
+    if (x1) GRID_STRIDE(i, n1) {
+        float v = x1[i];
+        if (HOST) {
+            const float w = scan_val(&a1, i, v, b1, h1.guard);
+            if (!(w == v)) h1.x[i] = w;
+            v = w;
+        }
+        acc1 += (double)v * (double)v;
+    }
+    if (HOST) {
+        __shared__ hacc hred[HW];
+        block_reduce(&a0, hred);
+        if (threadIdx.x == 0) hosted_put(&h0, &a0, b0);
+        block_reduce(&a1, hred);
+        if (threadIdx.x == 0) hosted_put(&h1, &a1, b1);
+    }
     double t0 = block_sum_d(acc0, red), t1 = 0.0;
     if (x1) t1 = block_sum_d(acc1, red);
     if (threadIdx.x == 0) {
@@ -47,6 +81,7 @@ __global__ void k_l2_norms(const float *x0, size_t n0, const float *x1, size_t n
     }
     if (threadIdx.x == 0) *done = 0;
 }
+static_assert(CUDA_THREADS == HT, "k_l2_norms' hosted checks: the health kernels' block shape");
 
 __global__ void k_clip(float *x, size_t n, const float *norm, float max_norm) {
     KERNEL_PROLOGUE();
@@ -95,16 +130,33 @@ dqn_status cuda_l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(out && (x || n == 0), "l2_norm: NULL pointer");
     unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* <= 16 per SM, far below the scratch */
-    KLAUNCH(k_l2_norms, P, CUDA_THREADS, 0, x, n, nullptr, 0, (double *)c->scratch, c->blocks_done, out);
+    cuda_hosted none;
+    memset(&none, 0, sizeof none);
+    KLAUNCH(k_l2_norms<false>, P, CUDA_THREADS, 0, x, n, nullptr, 0, (double *)c->scratch,
+            c->blocks_done, out, none, none);
     return DQN_OK;
 }
 
 dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
-                         float *norms) {
+                         float *norms, const void *hplan) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(norms && (x0 || n0 == 0) && x1, "l2_norm2: NULL pointer");
     unsigned P = cuda_blocks(c, n0 > n1 ? n0 : n1, CUDA_THREADS);
-    KLAUNCH(k_l2_norms, P, CUDA_THREADS, 0, x0, n0, x1, n1, (double *)c->scratch, c->blocks_done, norms);
+    /* the plan hosted: x0's then x1's check, each with a partial for every block that has some
+     * of its elements; else it runs as its own kernel first */
+    cuda_hosted k[2];
+    int nk = 0;
+    if (hplan) cuda_health_hosted(hplan, k, 2, &nk);
+    const bool host = nk == 2 && hosted_fits(&k[0], x0, n0, P, CUDA_THREADS) &&
+                      hosted_fits(&k[1], x1, n1, P, CUDA_THREADS);
+    if (hplan && !host) DQN_TRY(cuda_health_check(be, hplan));
+    if (!host) memset(k, 0, sizeof k);
+    if (host)
+        KLAUNCH(k_l2_norms<true>, P, CUDA_THREADS, 0, x0, n0, x1, n1, (double *)c->scratch,
+                c->blocks_done, norms, k[0], k[1]);
+    else
+        KLAUNCH(k_l2_norms<false>, P, CUDA_THREADS, 0, x0, n0, x1, n1, (double *)c->scratch,
+                c->blocks_done, norms, k[0], k[1]);
     return DQN_OK;
 }
 
