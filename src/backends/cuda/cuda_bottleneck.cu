@@ -92,10 +92,7 @@ dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, floa
     const unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
     /* the plan hosted: dus's check, a partial for every block; else its own kernel after */
     cuda_hosted k;
-    int nk = 0;
-    if (hplan) cuda_health_hosted(hplan, &k, 1, &nk);
-    const bool host = nk == 1 && n > 0 && hosted_fits(&k, dus, n, grid, CUDA_THREADS);
-    if (!host) memset(&k, 0, sizeof k);
+    const bool host = hosted_one(hplan, &k, dus, n, grid, CUDA_THREADS);
     if (host)
         KLAUNCH(k_relu_bwd_tausum<true>, grid, CUDA_THREADS, 0, u, du, dus, (size_t)B, T, N, k);
     else if (n > 0)

@@ -123,9 +123,7 @@ k_grn_ln_gate_bwd(const float *x, const float *gamma, const float *mean, const f
                 for (int i = 0; i < NJ; i++) {
                     const int j = lane + 32 * i;
                     if (j >= d) break;
-                    const float v = scan_val(&ha, r + j, e[i], bound, hs.guard);
-                    if (!(v == e[i])) hs.x[r + j] = v;
-                    e[i] = v;
+                    e[i] = scan_one(&ha, hs.x, r + j, e[i], bound, hs.guard);
                 }
             }
             const float mu = mean[m], rs = rstd[m];
@@ -256,9 +254,6 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(M >= 0 && d > 0, "grn_ln_gate_bwd: bad shape M=%d d=%d", M, d);
     CUDA_ARG(dres != dy && dg != dy, "grn_ln_gate_bwd: dres and dg must not alias dy");
-    cuda_hosted k;
-    int nk = 0;
-    if (hplan) cuda_health_hosted(hplan, &k, 1, &nk);
     if (M == 0) {
         if (hplan) DQN_TRY(cuda_health_check(be, hplan));
         CUDA_CHECK(cudaMemsetAsync(dgamma, 0, (size_t)d * sizeof(float), c->stream));
@@ -281,10 +276,10 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
     size_t smem = (size_t)W * row_bytes;
     /* the plan hosted where the row is in registers, a partial a block (block p: rows
      * [p*chunk, (p+1)*chunk)); else its own kernel first */
-    const bool host = nk == 1 && d <= 256 &&
-                      hosted_fits(&k, dy, (size_t)M * d, (unsigned)P, (size_t)chunk * d);
+    cuda_hosted k;
+    const bool host = hosted_one(d <= 256 ? hplan : NULL, &k, dy, (size_t)M * d, (unsigned)P,
+                                 (size_t)chunk * d);
     if (hplan && !host) DQN_TRY(cuda_health_check(be, hplan));
-    if (!host) memset(&k, 0, sizeof k);
     auto kern = d <= 64    ? host ? k_grn_ln_gate_bwd<2, true> : k_grn_ln_gate_bwd<2, false>
                 : d <= 256 ? host ? k_grn_ln_gate_bwd<8, true> : k_grn_ln_gate_bwd<8, false>
                            : k_grn_ln_gate_bwd<0, false>;

@@ -3,6 +3,8 @@
  * its buffers (cuda_health_hosted). */
 #ifndef DQN_CUDA_HEALTH_CUH
 #define DQN_CUDA_HEALTH_CUH
+#include <string.h>
+
 #include "backends/cuda/cuda_common.cuh"
 
 #define HT 256                     /* threads per block */
@@ -95,32 +97,9 @@ __device__ static hpart to_part(const hacc *a, float bound) {
     return p;
 }
 
-__device__ static void scan_one(hacc *a, float *x, size_t i, float v, float bound, bool guard) {
-    if (!isfinite(v)) {
-        a->nonfinite++;
-        if (isnan(v)) a->nan++;
-        if (i < a->first_index) {
-            a->first_index = i;
-            a->first_value = v;
-        }
-        if (guard) {
-            x[i] = 0.0f;
-            a->guarded++;
-        }
-        return;
-    }
-    float av = fabsf(v);
-    a->maxabs = fmaxf(a->maxabs, av);
-    a->sumsq += (double)v * (double)v;
-    a->sumabs += (double)av;
-    if (guard && av > bound) {
-        x[i] = copysignf(bound, v);
-        a->guarded++;
-    }
-}
-
-/* scan_one's figures of v, returned clamped (guard) rather than stored: for an op that stores
- * the value itself, or stores it back only when it changed */
+/* v's figures into a (a non-finite value counts and sets the first index; a finite one feeds the
+ * max and the sums); returned clamped with guard (NaN and +-Inf to 0, beyond +-bound to it),
+ * counted in guarded: for an op that stores the value itself */
 __device__ static float scan_val(hacc *a, size_t i, float v, float bound, bool guard) {
     if (!isfinite(v)) {
         a->nonfinite++;
@@ -140,6 +119,13 @@ __device__ static float scan_val(hacc *a, size_t i, float v, float bound, bool g
     if (!(guard && av > bound)) return v;
     a->guarded++;
     return copysignf(bound, v);
+}
+
+/* scan_val of x[i] = v, the clamp stored back in x where it changed the value */
+__device__ static float scan_one(hacc *a, float *x, size_t i, float v, float bound, bool guard) {
+    const float w = scan_val(a, i, v, bound, guard);
+    if (guard && !(w == v)) x[i] = w;
+    return w;
 }
 
 /* What an op needs to compute check j of a deferred plan itself: block b of its launch writes
@@ -181,5 +167,16 @@ static inline bool hosted_fits(const cuda_hosted *k, const float *x, size_t n, u
 /* A deferred plan's checks as cuda_hosted (at most max): *n of them, 0 if the plan has copies or
  * an optimizer step or is not deferred (an op then runs it as a kernel after itself). */
 void cuda_health_hosted(const void *plan, cuda_hosted *out, int max, int *n);
+
+/* *k from plan when it is one check of x's n elements that a launch of grid blocks can host
+ * (hosted_fits); else *k zeroed (nparts 0) and false: the op runs the plan as a kernel */
+static inline bool hosted_one(const void *plan, cuda_hosted *k, const float *x, size_t n,
+                              unsigned grid, size_t per_block) {
+    int nk = 0;
+    if (plan) cuda_health_hosted(plan, k, 1, &nk);
+    if (nk == 1 && n > 0 && hosted_fits(k, x, n, grid, per_block)) return true;
+    memset(k, 0, sizeof *k);
+    return false;
+}
 
 #endif

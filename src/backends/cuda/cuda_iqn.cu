@@ -154,30 +154,23 @@ __global__ void k_iqn_fwd(const float *__restrict__ h, const float *__restrict__
     }
 }
 
-/* HOST: the health plan of dz (cuda_health_hosted), run as the kernel loads dz: each value is
- * scanned (and, with guard, clamped, the clamp stored back) before it is used; block b writes
- * partial b of nparts (grid <= nparts). */
-typedef struct {
-    hpart *parts;
-    const float *isv_bound;
-    float guard_scale, guard_floor;
-    int nparts, guard;
-} ib_host;
-
 /* One thread per (state, column), taus in order, in the CPU reference's rounding (no FMA):
  * dz from dcat's first half, dh = sum dz*phi + 1 * sum dcat's second half, dphi through ReLU,
  * and with dps [B, d] the state's sum of dphi over its taus, in tau order.
- * IQ_BATCH taus' inputs are loaded before their stores, so a batch costs one round trip. */
+ * IQ_BATCH taus' inputs are loaded before their stores, so a batch costs one round trip.
+ * HOST: the health plan of dz (cuda_health_hosted), run as the kernel loads dz: each value is
+ * scanned (and, with guard, clamped, the clamp stored back) before it is used; block b writes
+ * partial b of nparts (grid <= nparts). */
 template <bool HOST>
 __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, float *dz, float *dh,
-                          float *dphi, float *dps, size_t B, int T, int d, ib_host hs) {
+                          float *dphi, float *dps, size_t B, int T, int d, cuda_hosted hs) {
     KERNEL_PROLOGUE();
     const size_t D2 = 2 * (size_t)d;
     hacc a;
     float bound = 0.0f;
     if (HOST) {
         acc_init(&a);
-        bound = fmaxf(hs.guard_scale * *hs.isv_bound, hs.guard_floor);
+        bound = hosted_bound(&hs);
     }
     GRID_STRIDE(e, B * (size_t)d) {
         size_t s = e / (size_t)d, j = e % (size_t)d;
@@ -196,12 +189,7 @@ __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, f
             for (int u = 0; u < IQ_BATCH; u++) {
                 if (i0 + u >= T) break;
                 const size_t q = (s * (size_t)T + (size_t)(i0 + u)) * (size_t)d + j;
-                if (HOST) {
-                    const float v = gz[u];
-                    scan_one(&a, dz, q, v, bound, hs.guard);
-                    if (hs.guard)
-                        gz[u] = !isfinite(v) ? 0.0f : fabsf(v) > bound ? copysignf(bound, v) : v;
-                }
+                if (HOST) gz[u] = scan_one(&a, dz, q, gz[u], bound, hs.guard);
                 if (dcat) {
                     dz[q] = gz[u];
                     ac = __fadd_rn(ac, c2[u]);
@@ -218,13 +206,7 @@ __global__ void k_iqn_bwd(const float *dcat, const float *h, const float *phi, f
     if (HOST) {
         __shared__ hacc red[HW];
         block_reduce(&a, red);
-        if (threadIdx.x == 0) {
-            hacc none;
-            acc_init(&none);
-            const hpart pt = to_part(&a, bound), pe = to_part(&none, bound);
-            for (int q = blockIdx.x; q < hs.nparts; q += gridDim.x)
-                hs.parts[q] = q == (int)blockIdx.x ? pt : pe;
-        }
+        if (threadIdx.x == 0) hosted_put(&hs, &a, bound);
     }
 }
 static_assert(CUDA_THREADS == HT, "k_iqn_bwd's block reduction: the health kernels' block shape");
@@ -250,20 +232,12 @@ dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, cons
                      ? c->scratch + half
                      : NULL;
     /* the plan hosted: one check of exactly dz's B*T rows */
-    ib_host hs;
-    memset(&hs, 0, sizeof hs);
-    cuda_hosted k;
+    cuda_hosted hs;
     int nk = 0;
-    if (hplan) cuda_health_hosted(hplan, &k, 1, &nk);
-    if (nk == 1 && k.x == dz && k.n == n * (size_t)T && k.nparts >= 1 && n > 0) {
-        hs.parts = k.parts;
-        hs.isv_bound = k.isv_bound;
-        hs.guard_scale = k.guard_scale;
-        hs.guard_floor = k.guard_floor;
-        hs.nparts = k.nparts;
-        hs.guard = k.guard;
-    } else if (hplan) {
-        DQN_TRY(cuda_health_check(be, hplan));
+    if (hplan) cuda_health_hosted(hplan, &hs, 1, &nk);
+    if (!(nk == 1 && hs.x == dz && hs.n == n * (size_t)T && hs.nparts >= 1 && n > 0)) {
+        if (hplan) DQN_TRY(cuda_health_check(be, hplan));
+        memset(&hs, 0, sizeof hs);
     }
     unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
     if (hs.nparts && (unsigned)hs.nparts < grid) grid = (unsigned)hs.nparts;
@@ -305,10 +279,7 @@ static_assert(IE_WARPS == HW, "block_reduce: the health kernels' block shape");
  * rescans the tile exactly from memory when its sums saw a non-finite value or a magnitude the
  * float sums cannot hold. */
 typedef struct {
-    hpart *parts[2];           /* phi's, z's: one a block, nparts of each */
-    const float *isv_bound[2];
-    float guard_scale, guard_floor;
-    int nparts;
+    cuda_hosted k[2];   /* phi's, z's: unguarded, as many partials each (k[0].nparts 0: none) */
 } ie_host;
 
 typedef struct {
@@ -466,16 +437,7 @@ __global__ void __launch_bounds__(IE_WARPS * 32, 2)
         for (int c = 0; c < 2; c++) {
             hacc a = hst[c * IE_WARPS * 32 + tid];
             block_reduce(&a, red);
-            if (tid == 0) {
-                const float bound = fmaxf(hs.guard_scale * *hs.isv_bound[c], hs.guard_floor);
-                const hpart pt = to_part(&a, bound);
-                /* the plan's partials past the grid's hold nothing */
-                hacc e;
-                acc_init(&e);
-                const hpart pe = to_part(&e, pt.bound);
-                for (int q = blockIdx.x; q < hs.nparts; q += gridDim.x)
-                    hs.parts[c][q] = q == (int)blockIdx.x ? pt : pe;
-            }
+            if (tid == 0) hosted_put(&hs.k[c], &a, hosted_bound(&hs.k[c]));
         }
     }
 }
@@ -509,7 +471,7 @@ static dqn_status ie_launch(cuda_impl *c, const float *tau, const float *W, cons
     const int tiles = (R + S::TR - 1) / S::TR;
     int grid = c->sm_count * (per_sm > 0 ? per_sm : 1);
     if (tiles < grid) grid = tiles;
-    if (HOST && hs->nparts < grid) grid = hs->nparts;   /* a partial a block */
+    if (HOST && hs->k[0].nparts < grid) grid = hs->k[0].nparts;   /* a partial a block */
     KLAUNCH((k_iqn_embed<CPL, HOST>), grid, IE_WARPS * 32, smem, tau, W, b, h, C, phi, z, cat, R,
             T, K, keep, *hs);
     return DQN_OK;
@@ -519,29 +481,21 @@ template <int CPL>
 static dqn_status ie_run(cuda_impl *c, const float *tau, const float *W, const float *b,
                          const float *h, float *C, float *phi, float *z, float *cat, int R, int T,
                          int K, int keep, const ie_host *hs) {
-    return hs->nparts ? ie_launch<CPL, true>(c, tau, W, b, h, C, phi, z, cat, R, T, K, keep, hs)
-                      : ie_launch<CPL, false>(c, tau, W, b, h, C, phi, z, cat, R, T, K, keep, hs);
+    return hs->k[0].nparts
+               ? ie_launch<CPL, true>(c, tau, W, b, h, C, phi, z, cat, R, T, K, keep, hs)
+               : ie_launch<CPL, false>(c, tau, W, b, h, C, phi, z, cat, R, T, K, keep, hs);
 }
 
 /* hs from a plan of exactly phi's and z's first keep rows, unguarded (else nparts 0) */
 static void ie_hosting(const void *hplan, const float *phi, const float *z, int keep, int d,
                        ie_host *hs) {
-    memset(hs, 0, sizeof *hs);
-    cuda_hosted k[2];
+    const cuda_hosted *k = hs->k;
     int n = 0;
-    cuda_health_hosted(hplan, k, 2, &n);
+    cuda_health_hosted(hplan, hs->k, 2, &n);
     const size_t want = (size_t)keep * (size_t)d;
     if (n != 2 || k[0].x != phi || k[1].x != z || k[0].n != want || k[1].n != want ||
-        k[0].guard || k[1].guard || k[0].nparts != k[1].nparts || k[0].nparts < 1 ||
-        k[0].guard_scale != k[1].guard_scale || k[0].guard_floor != k[1].guard_floor)
-        return;
-    for (int j = 0; j < 2; j++) {
-        hs->parts[j] = k[j].parts;
-        hs->isv_bound[j] = k[j].isv_bound;
-    }
-    hs->guard_scale = k[0].guard_scale;
-    hs->guard_floor = k[0].guard_floor;
-    hs->nparts = k[0].nparts;
+        k[0].guard || k[1].guard || k[0].nparts != k[1].nparts || k[0].nparts < 1)
+        memset(hs, 0, sizeof *hs);
 }
 
 /* the one kernel's shapes and sizes (its buffers must also be 16-byte aligned) */
@@ -576,5 +530,5 @@ dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W,
         DQN_TRY(d == 64    ? ie_run<2>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs)
                 : d == 128 ? ie_run<4>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs)
                            : ie_run<8>(c, tau, W, b, h, C, phi, z, cat, R, T, n_cos, keep, &hs));
-    return hplan && !hs.nparts ? cuda_health_check(be, hplan) : DQN_OK;
+    return hplan && !hs.k[0].nparts ? cuda_health_check(be, hplan) : DQN_OK;
 }

@@ -38,20 +38,12 @@ __global__ void k_l2_norms(const float *x0, size_t n0, const float *x1, size_t n
     }
     GRID_STRIDE(i, n0) {
         float v = x0[i];
-        if (HOST) {
-            const float w = scan_val(&a0, i, v, b0, h0.guard);
-            if (!(w == v)) h0.x[i] = w;
-            v = w;
-        }
+        if (HOST) v = scan_one(&a0, h0.x, i, v, b0, h0.guard);
         acc0 += (double)v * (double)v;
     }
     if (x1) GRID_STRIDE(i, n1) {
         float v = x1[i];
-        if (HOST) {
-            const float w = scan_val(&a1, i, v, b1, h1.guard);
-            if (!(w == v)) h1.x[i] = w;
-            v = w;
-        }
+        if (HOST) v = scan_one(&a1, h1.x, i, v, b1, h1.guard);
         acc1 += (double)v * (double)v;
     }
     if (HOST) {
