@@ -26,6 +26,8 @@
 /* OWN_GEMM_MACS (cuda_common.cuh): the own GEMM kernels up to this many multiply-adds (fp32,
  * K and N at most 128) */
 #define OWN_GEMM_MACS (1 << 25)
+/* TRUNK_ROWS (cuda_common.cuh): trunk_fwd in one kernel up to this many rows */
+#define TRUNK_ROWS 2048
 
 static dqn_backend *gpu, *gpu_tf32, *cpu;
 static uint64_t draw;   /* input draws never repeat within the run */
@@ -956,6 +958,76 @@ static void test_fused_grn(int M, int d, int timed) {
 }
 
 /* iqn_fwd / iqn_bwd: the CUDA kernels keep the CPU's rounding order, so all but dh are exact */
+/* trunk_fwd on backend g against the CPU's sequence (every output, poisoned first) and against
+ * g's own sequence (dqn_trunk_fwd_seq through g's table) bit for bit where bits is set: the
+ * one-kernel path computes the own GEMM kernel's sums in its order. in 0: no input layer, h0 is
+ * the first block's input. */
+static void test_trunk(dqn_backend *g, int M, int obs, int d, int L, int in, int bits,
+                       double tol, int timed) {
+    printf("trunk_fwd M=%d obs=%d d=%d L=%d%s%s\n", M, obs, d, L, in ? "" : " (no input layer)",
+           g == gpu_tf32 ? " (tf32 backend)" : "");
+    const size_t n = (size_t)M * d;
+    vf x = in_f((size_t)M * obs, -2, 2), Win = in_f((size_t)d * obs, -0.5f, 0.5f);
+    vf bin = in_f((size_t)d, -0.5f, 0.5f);
+    vf h0 = in ? out_f(n) : in_f(n, -2, 2);
+    vf Wa[DQN_TRUNK_MAX_GRN], ba[DQN_TRUNK_MAX_GRN], Wb[DQN_TRUNK_MAX_GRN], bb[DQN_TRUNK_MAX_GRN];
+    vf ga[DQN_TRUNK_MAX_GRN], bt[DQN_TRUNK_MAX_GRN], e[DQN_TRUNK_MAX_GRN], gg[DQN_TRUNK_MAX_GRN];
+    vf r[DQN_TRUNK_MAX_GRN], y[DQN_TRUNK_MAX_GRN], mu[DQN_TRUNK_MAX_GRN], rs[DQN_TRUNK_MAX_GRN];
+    const float ws = 1.5f / sqrtf((float)d);
+    dqn_trunk_io tc = {.x = x.c, .W_in = in ? Win.c : NULL, .b_in = bin.c, .h0 = h0.c, .M = M,
+                       .obs = obs, .d = d, .L = L};
+    dqn_trunk_io tg = {.x = x.g, .W_in = in ? Win.g : NULL, .b_in = bin.g, .h0 = h0.g, .M = M,
+                       .obs = obs, .d = d, .L = L};
+    for (int l = 0; l < L; l++) {
+        Wa[l] = in_f((size_t)d * d, -ws, ws), ba[l] = in_f((size_t)d, -0.5f, 0.5f);
+        Wb[l] = in_f((size_t)2 * d * d, -ws, ws), bb[l] = in_f((size_t)2 * d, -0.5f, 0.5f);
+        ga[l] = in_f((size_t)d, 0.5f, 1.5f), bt[l] = in_f((size_t)d, -0.5f, 0.5f);
+        e[l] = out_f(n), gg[l] = out_f(2 * n), r[l] = out_f(n), y[l] = out_f(n);
+        mu[l] = out_f((size_t)M), rs[l] = out_f((size_t)M);
+        tc.grn[l] = (dqn_grn_io){Wa[l].c, ba[l].c, Wb[l].c, bb[l].c, ga[l].c, bt[l].c,
+                                 e[l].c,  gg[l].c, r[l].c,  y[l].c,  mu[l].c, rs[l].c};
+        tg.grn[l] = (dqn_grn_io){Wa[l].g, ba[l].g, Wb[l].g, bb[l].g, ga[l].g, bt[l].g,
+                                 e[l].g,  gg[l].g, r[l].g,  y[l].g,  mu[l].g, rs[l].g};
+    }
+    CPU(trunk_fwd, &tc);
+    CHECK_OK(g->ops->trunk_fwd(g, &tg));
+    CHECK_OK(g->ops->sync(g));
+    vf outs[1 + 6 * DQN_TRUNK_MAX_GRN];
+    const char *names[6] = {"e", "g", "r", "y", "mean", "rstd"};
+    char what[64];
+    int no = 0;
+    if (in) {
+        expect_f("trunk_fwd h0", h0, tol);
+        outs[no++] = h0;
+    }
+    for (int l = 0; l < L; l++) {
+        vf o[6] = {e[l], gg[l], r[l], y[l], mu[l], rs[l]};
+        for (int k = 0; k < 6; k++) {
+            snprintf(what, sizeof what, "trunk_fwd block %d %s", l, names[k]);
+            expect_f(what, o[k], tol);
+            outs[no++] = o[k];
+        }
+    }
+    if (bits) {   /* the sequence into the same buffers, from a snapshot of the op's */
+        void *snap[1 + 6 * DQN_TRUNK_MAX_GRN];
+        for (int k = 0; k < no; k++) {
+            snap[k] = fetch(outs[k].g, outs[k].n * sizeof(float));
+            poison(outs[k].g, outs[k].n * sizeof(float));
+        }
+        CHECK_OK(dqn_trunk_fwd_seq(g, &tg));
+        for (int k = 0; k < no; k++) {
+            expect_same_bits("trunk_fwd against its sequence", outs[k].g, snap[k],
+                             outs[k].n * sizeof(float));
+            free(snap[k]);
+        }
+    }
+    if (timed) {
+        TIME_ON(g, "trunk_fwd", g->ops->trunk_fwd(g, &tg));
+        TIME_ON(g, "trunk_fwd's sequence", dqn_trunk_fwd_seq(g, &tg));
+    }
+    release_all();
+}
+
 static void test_fused_iqn(int B, int T, int d, int timed) {
     printf("fused iqn B=%d T=%d d=%d\n", B, T, d);
     size_t nh = (size_t)B * d, nz = nh * T;
@@ -1290,6 +1362,53 @@ static void time_model_updates(void) {
 
 /* ---- bad input is refused by name, not crashed on ---- */
 
+/* A side branch (side_begin .. side_end, joined by side_join): out of order it is refused; run
+ * eagerly and captured, its work is in place after the join. The side runs a long GEMM through
+ * cuBLAS (its own workspace) while the main stream runs another; the sum after the join reads
+ * both, so a join that did not wait would read the side's output still poisoned. */
+static void test_side_branch(void) {
+    printf("side branch: out of order calls, then eager and captured runs\n");
+    CHECK(gpu->ops->side_end(gpu) == DQN_ERR_ARG, "side_end without side_begin was accepted");
+    CHECK_OK(gpu->ops->side_begin(gpu));
+    CHECK(gpu->ops->side_begin(gpu) == DQN_ERR_ARG, "a second side_begin was accepted");
+    CHECK(gpu->ops->side_join(gpu) == DQN_ERR_ARG, "side_join with the branch open was accepted");
+    CHECK(gpu->ops->capture_begin(gpu) == DQN_ERR_ARG, "capture_begin with the branch open");
+    CHECK_OK(gpu->ops->side_end(gpu));
+    CHECK_OK(gpu->ops->side_join(gpu));
+    const int M = 40000, K = 256, N = 256, m = 64;
+    vf X = in_f((size_t)M * K, -1, 1), W = in_f((size_t)N * K, -0.1f, 0.1f);
+    vf b = in_f((size_t)N, -1, 1), X2 = in_f((size_t)m * K, -1, 1);
+    vf W2 = in_f((size_t)N * K, -0.1f, 0.1f), b2 = in_f((size_t)N, -1, 1);
+    vf Y1 = out_f((size_t)M * N), Y2 = out_f((size_t)m * N);
+    CPU(linear_fwd, X.c, W.c, b.c, Y1.c, M, K, N);
+    CPU(linear_fwd, X2.c, W2.c, b2.c, Y2.c, m, K, N);
+    CPU(axpy, 1.0f, Y1.c, Y2.c, Y2.n);   /* the side's first m rows into the main's */
+    for (int captured = 0; captured < 2; captured++) {
+        void *child = NULL, *exec = NULL;
+        poison(Y1.g, Y1.n * sizeof(float));
+        poison(Y2.g, Y2.n * sizeof(float));
+        if (captured) CHECK_OK(gpu->ops->capture_begin(gpu));
+        CHECK_OK(gpu->ops->side_begin(gpu));
+        CHECK_OK(gpu->ops->linear_fwd(gpu, X.g, W.g, b.g, Y1.g, M, K, N));
+        CHECK_OK(gpu->ops->side_end(gpu));
+        CHECK_OK(gpu->ops->linear_fwd(gpu, X2.g, W2.g, b2.g, Y2.g, m, K, N));
+        CHECK_OK(gpu->ops->side_join(gpu));
+        CHECK_OK(gpu->ops->axpy(gpu, 1.0f, Y1.g, Y2.g, Y2.n));
+        if (captured) {
+            CHECK_OK(gpu->ops->capture_end(gpu, &child));
+            CHECK_OK(gpu->ops->graph_compose(gpu, &child, 1, &exec));
+            CHECK_OK(gpu->ops->graph_launch(gpu, exec));
+        }
+        CHECK_OK(gpu->ops->sync(gpu));
+        expect_f(captured ? "captured: side GEMM" : "eager: side GEMM", Y1, TOL_RED);
+        expect_f(captured ? "captured: main GEMM + side rows" : "eager: main GEMM + side rows",
+                 Y2, TOL_RED);
+        if (child) gpu->ops->graph_destroy(gpu, child, 0);
+        if (exec) gpu->ops->graph_destroy(gpu, exec, 1);
+    }
+    release_all();
+}
+
 static void test_errors(void) {
     dqn_branches br;
     const int sz[2] = {3, 4};
@@ -1401,6 +1520,23 @@ int main(void) {
             test_iqn_embed(emb, 256, 32, 256, 64, 128, 0, TOL_RED, 1);
         }
     }
+    /* trunk_fwd: the one kernel (d <= 64, widths a multiple of 4, up to TRUNK_ROWS rows, fp32)
+     * with a short last block of rows, d not a multiple of a warp, several blocks, wide input, no
+     * input layer, no block; the sequence past its limits (obs, rows, d) and in TF32 */
+    test_trunk(gpu, 1, 4, 64, 1, 1, 1, TOL_RED, 0);
+    test_trunk(gpu, 37, 8, 48, 2, 1, 1, TOL_RED, 0);
+    test_trunk(gpu, 11, 6, 64, 1, 1, 1, TOL_RED, 0);
+    test_trunk(gpu, 13, 100, 20, 3, 1, 1, TOL_RED, 0);
+    test_trunk(gpu, 21, 4, 64, 2, 0, 1, TOL_RED, 0);
+    test_trunk(gpu, 9, 5, 64, 0, 1, 1, TOL_RED, 0);
+    test_trunk(gpu, 130, 4, 96, 1, 1, 0, TOL_RED, 0);
+    test_trunk(gpu_tf32, 40, 4, 64, 1, 1, 0, TOL_TF32, 0);
+    if (full) {
+        test_trunk(gpu, 64, 4, 64, 1, 1, 1, TOL_RED, 1);
+        test_trunk(gpu, 512, 4, 64, 1, 1, 1, TOL_RED, 1);
+        test_trunk(gpu, TRUNK_ROWS, 4, 64, 1, 1, 1, TOL_RED, 1);
+        test_trunk(gpu, TRUNK_ROWS + 5, 4, 64, 1, 1, 1, TOL_RED, 0);
+    }
     test_iqn_embed(gpu, 6, 8, 64, 64, 3, 0, TOL_RED, 0);
     test_iqn_embed(gpu_tf32, 6, 8, 64, 64, 3, 0, TOL_TF32, 0);
     test_heads(7, 3, 5, 1, br2, 0);
@@ -1464,6 +1600,7 @@ int main(void) {
         emb->ops->destroy(emb);
     }
     if (full) time_model_updates();
+    test_side_branch();
     test_errors();
 
     gpu->ops->destroy(gpu);

@@ -337,6 +337,13 @@ static void test_faults(void) {
                         CHECK(b.tot[tab.z].first_event_update == 5,
                               "%s %s: the fault in phi missed z (z's first event %lld)",
                               arch_name[sm], mn, (long long)b.tot[tab.z].first_event_update);
+                    for (int l = 0; l + 1 < g.m.L.arch.grn_blocks && kind == 1; l++)
+                        if (s == tab.grn_out[l])   /* the trunk's one op would hide it */
+                            CHECK(b.tot[tab.grn_out[l + 1]].first_event_update == 5,
+                                  "%s %s: the fault in %s missed the next block (its first "
+                                  "event %lld)",
+                                  arch_name[sm], mn, spec,
+                                  (long long)b.tot[tab.grn_out[l + 1]].first_event_update);
                     if (kind == 3)
                         CHECK(b.event.value == 1e30f && b.event.index == DQN_HEALTH_NO_INDEX,
                               "%s: value %g", spec, b.event.value);

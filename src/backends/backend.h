@@ -29,6 +29,27 @@ typedef struct {
     int A;                        /* total columns */
 } dqn_branches;
 
+#define DQN_TRUNK_MAX_GRN 8       /* the model's DQN_MAX_GRN */
+
+/* One GRN block of the trunk's forward (trunk_fwd): its parameters and the buffers it writes. */
+typedef struct {
+    const float *W_a, *b_a;       /* [d, d], [d] */
+    const float *W_b, *b_b;       /* [2d, d], [2d] */
+    const float *gamma, *beta;    /* [d] */
+    float *e, *g, *r, *y;         /* [M, d] ELU(W_a h + b_a), [M, 2d], [M, d] h + GLU(g), LN(r) */
+    float *mean, *rstd;           /* [M] */
+} dqn_grn_io;
+
+/* The trunk's forward: x [M, obs] through the input layer (W_in [d, obs]) into h0 [M, d], then
+ * L GRN blocks, block l reading the previous one's y (h0 for the first). W_in NULL: no input
+ * layer, h0 [M, d] is the first block's input (read, not written). */
+typedef struct {
+    const float *x, *W_in, *b_in;
+    float *h0;
+    dqn_grn_io grn[DQN_TRUNK_MAX_GRN];
+    int M, obs, d, L;
+} dqn_trunk_io;
+
 typedef enum { DQN_TARGET_MEAN = 0, DQN_TARGET_INDEPENDENT = 1 } dqn_target_mode;
 typedef enum { DQN_MATH_FP32 = 0, DQN_MATH_TF32 = 1 } dqn_math_mode;
 typedef enum { DQN_ACT_NONE = 0, DQN_ACT_RELU = 1, DQN_ACT_ELU = 2 } dqn_act;
@@ -256,6 +277,12 @@ typedef struct dqn_ops {
                             const float *dV, const float *dAdv, const float *norms,
                             float max_norm, float *dhva, float *dbva, float *dWv2, float *dbv2,
                             float *dWa2, float *dba2, int R, int H, int A);
+    /* The trunk, forward (dqn_trunk_io): h0 = linear_fwd(x), then per GRN block e =
+     * linear_act_fwd(h, ELU), g = linear_fwd(e), grn_gate_ln_fwd(h, g) -> r, y (the next block's
+     * h), mean, rstd. Every output written, as the sequence (dqn_trunk_fwd_seq) writes them; CUDA
+     * runs it as one kernel where every layer would take its own GEMM kernel (fp32, d <= 64,
+     * few rows), bit-identical to that sequence. */
+    dqn_status (*trunk_fwd)(dqn_backend *be, const dqn_trunk_io *t);
     /* GRN tail, forward: gate_fwd(h, g) -> r, then layernorm_fwd(r) -> y, mean, rstd.
      * Bit-identical to the two ops. */
     dqn_status (*grn_gate_ln_fwd)(dqn_backend *be, const float *h, const float *g,
@@ -337,6 +364,18 @@ typedef struct dqn_ops {
     dqn_status (*relu_bwd_tausum)(dqn_backend *be, const float *u, float *du, float *dus, int B,
                                   int T, int N, const void *hplan);
 
+    /* ---- a side branch: NULL on backends that run ops one after another (CPU). Ops issued
+     * between side_begin and side_end may run concurrently with the ops issued after side_end,
+     * until side_join; they must neither read what those write nor write what they read. On CUDA
+     * the branch is a second stream (a parallel branch of a captured graph) with its own
+     * workspace and scratch. ---- */
+    dqn_status (*side_begin)(dqn_backend *be);
+    dqn_status (*side_end)(dqn_backend *be);
+    dqn_status (*side_join)(dqn_backend *be);
+    /* 1 if a layer's weight gradient of M x K x N is worth a side branch beside the input
+     * gradient's chain (small GEMMs leave the GPU idle; large ones would take it from the chain);
+     * NULL: never. */
+    int (*side_dw)(dqn_backend *be, int M, int K, int N);
     /* ---- graph capture: NULL on backends that run ops eagerly (CPU). The model records each
      * stage (forward, IQN/aux, backward, optimizer) between capture_begin and capture_end, then
      * graph_compose makes one executable graph of the stages as child graphs. ---- */
@@ -379,6 +418,10 @@ dqn_status dqn_backend_cuda_create(dqn_backend **out, int device_index, dqn_math
 int dqn_backend_cuda_available(void);
 
 void dqn_branches_init(dqn_branches *br, int D, const int *sizes);
+
+/* trunk_fwd as its ops through be's table (op_sequences.c): linear_fwd, then per GRN block
+ * linear_act_fwd (ELU), linear_fwd, grn_gate_ln_fwd */
+dqn_status dqn_trunk_fwd_seq(dqn_backend *be, const dqn_trunk_io *t);
 
 /* iqn_embed_fwd as its three ops through be's table (op_sequences.c): cos_embed, linear_act_fwd
  * (ReLU), iqn_fwd; every row of C and phi written */

@@ -10,3 +10,21 @@ dqn_status dqn_iqn_embed_seq(dqn_backend *be, const float *tau, const float *W, 
     DQN_TRY(be->ops->linear_act_fwd(be, C, W, b, phi, B * T, n_cos, d, DQN_ACT_RELU));
     return be->ops->iqn_fwd(be, h, phi, z, cat, B, T, d);
 }
+
+dqn_status dqn_trunk_fwd_seq(dqn_backend *be, const dqn_trunk_io *t) {
+    if (t->L < 0 || t->L > DQN_TRUNK_MAX_GRN)
+        return DQN_ERR(DQN_ERR_ARG, "trunk_fwd: %d GRN blocks, at most %d", t->L,
+                       DQN_TRUNK_MAX_GRN);
+    const int M = t->M, d = t->d;
+    if (t->W_in) DQN_TRY(be->ops->linear_fwd(be, t->x, t->W_in, t->b_in, t->h0, M, t->obs, d));
+    const float *h = t->h0;
+    for (int l = 0; l < t->L; l++) {
+        const dqn_grn_io *g = &t->grn[l];
+        DQN_TRY(be->ops->linear_act_fwd(be, h, g->W_a, g->b_a, g->e, M, d, d, DQN_ACT_ELU));
+        DQN_TRY(be->ops->linear_fwd(be, g->e, g->W_b, g->b_b, g->g, M, d, 2 * d));
+        DQN_TRY(be->ops->grn_gate_ln_fwd(be, h, g->g, g->gamma, g->beta, g->r, g->y, g->mean,
+                                         g->rstd, M, d));
+        h = g->y;
+    }
+    return DQN_OK;
+}

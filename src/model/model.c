@@ -115,21 +115,42 @@ static int embed_faulted(const dqn_model *hm) {
     return 0;
 }
 
+/* A fault aimed at a GRN block's output other than the last must be in place before the next
+ * block reads it: that pass runs the trunk block by block with the slots between them. */
+static int trunk_faulted(const dqn_model *hm, int L) {
+    for (int i = 0; hm && hm->h.mode != DQN_HEALTH_OFF && i < hm->h.n_faults; i++)
+        for (int l = 0; l + 1 < L; l++)
+            if (hm->h.faults[i].slot == hm->h.tab.grn_out[l]) return 1;
+    return 0;
+}
+
+_Static_assert(DQN_MAX_GRN == DQN_TRUNK_MAX_GRN, "the trunk op holds every GRN block");
+
 dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                        const float *tau, dqn_fwd *f, int B, int T, int nb, dqn_model *hm) {
     const dqn_arch *a = &L->arch;
     int d = a->d, H = a->head_hidden, R = B * T, A = a->br.A;
     /* the slots cover the online pass on x: its first hB samples */
     size_t hB = hm ? (size_t)hm->ucfg.B : (size_t)B, hR = hB * (size_t)T;
-    /* trunk: h0 = W_in x + b_in; GRN blocks */
-    DQN_TRY(OPS->linear_fwd(be, x, P + L->in.W, P + L->in.b, f->h[0], B, a->obs_dim, d));
+    /* trunk: h0 = W_in x + b_in; GRN blocks. One op, unless a fault must land between blocks */
+    dqn_trunk_io t = {.x = x, .W_in = P + L->in.W, .b_in = P + L->in.b, .h0 = f->h[0], .M = B,
+                      .obs = a->obs_dim, .d = d, .L = a->grn_blocks};
     for (int l = 0; l < a->grn_blocks; l++) {
         const dqn_grn_offsets *g = &L->grn[l];
-        DQN_TRY(OPS->linear_act_fwd(be, f->h[l], P + g->a.W, P + g->a.b, f->e[l], B, d, d,
-                                    DQN_ACT_ELU));
-        DQN_TRY(OPS->linear_fwd(be, f->e[l], P + g->b.W, P + g->b.b, f->g[l], B, d, 2 * d));
-        DQN_TRY(OPS->grn_gate_ln_fwd(be, f->h[l], f->g[l], P + g->gamma, P + g->beta, f->r[l],
-                                     f->h[l + 1], f->mean[l], f->rstd[l], B, d));
+        t.grn[l] = (dqn_grn_io){P + g->a.W, P + g->a.b, P + g->b.W,  P + g->b.b,
+                                P + g->gamma, P + g->beta, f->e[l], f->g[l],
+                                f->r[l],      f->h[l + 1], f->mean[l], f->rstd[l]};
+    }
+    const int by_block = trunk_faulted(hm, a->grn_blocks);
+    dqn_trunk_io first = t;
+    if (by_block) first.L = 0;   /* the input layer alone, then each block from the h before it */
+    DQN_TRY(OPS->trunk_fwd(be, &first));
+    for (int l = 0; l < a->grn_blocks; l++) {
+        if (by_block) {
+            dqn_trunk_io one = {.h0 = f->h[l], .M = B, .d = d, .L = 1};
+            one.grn[0] = t.grn[l];
+            DQN_TRY(OPS->trunk_fwd(be, &one));
+        }
         SLOT(hm, grn_out[l], f->h[l + 1], hB * d);
     }
     const float *h = f->h[a->grn_blocks];
@@ -185,6 +206,28 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
  * extra node */
 #define PHI_BIAS_IN_IQN_ELEMS ((size_t)1 << 22)
 
+/* A layer's backward with its weight gradient (and bias gradient) on the side branch where the
+ * backend has one and finds the GEMM worth it (side_dw): dX, on the main lane, is the chain to
+ * the layers below, while dW and db are read only by the optimizer (and the health checks of the
+ * gradient), after dqn_backward's last side_join. ldw: W's row stride, as linear_ld_bwd's. */
+static dqn_status lin_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                             const float *dY, float *dX, int acc, float *dW, float *db, int M,
+                             int K, int N) {
+    if (!OPS->side_begin || !OPS->side_dw || !OPS->side_dw(be, M, K, N))
+        return OPS->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, dW, db, M, K, N);
+    if (dX) DQN_TRY(OPS->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, NULL, NULL, M, K, N));
+    DQN_TRY(OPS->side_begin(be));
+    DQN_TRY(OPS->linear_ld_bwd(be, X, W, ldw, dY, NULL, 0, dW, db, M, K, N));
+    return OPS->side_end(be);
+}
+
+static dqn_status lin_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
+                          float *dX, float *dW, float *db, int M, int K, int N) {
+    if (!OPS->side_begin || !OPS->side_dw || !OPS->side_dw(be, M, K, N))
+        return OPS->linear_bwd(be, X, W, dY, dX, dW, db, M, K, N);
+    return lin_ld_bwd(be, X, W, K, dY, dX, 0, dW, db, M, K, N);
+}
+
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                         const dqn_fwd *f, dqn_bwd *w, float *G, int B, int T,
                         float head_grad_clip, dqn_model *hm) {
@@ -207,7 +250,7 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
                            G + L->v2.b, G + L->a2.W, G + L->a2.b, R, H, A));
     /* the stacked v1/a1 layer (its bias gradient came with dhva): one GEMM gives du, the sum of
      * both heads' input gradients */
-    DQN_TRY(OPS->linear_bwd(be, u, P + L->va.W, w->dhva, w->du, G + L->va.W, NULL, R, U, 2 * H));
+    DQN_TRY(lin_bwd(be, u, P + L->va.W, w->dhva, w->du, G + L->va.W, NULL, R, U, 2 * H));
     /* bottleneck: du -> dcat, or split: du -> the per-sample sums dus, and dz */
     const float *h = f->h[a->grn_blocks];
     const int bn = a->bottleneck > 0, split = bn && f->split;
@@ -215,13 +258,13 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
         DQN_TRY(OPS->relu_bwd_tausum(be, f->u, w->du, w->dus, B, T, U,
                                      guarded && hm->h.dcat_hosted ? hm->h.plan_dcat : NULL));
         SLOT(hm, d_concat, w->dus, (size_t)B * U);
-        DQN_TRY(OPS->linear_ld_bwd(be, f->z, P + L->bn.W, 2 * d, w->du, w->dz, 0, G + L->bn.W,
-                                   NULL, R, d, U));
+        DQN_TRY(lin_ld_bwd(be, f->z, P + L->bn.W, 2 * d, w->du, w->dz, 0, G + L->bn.W, NULL, R,
+                           d, U));
         SLOT(hm, d_z, w->dz, (size_t)R * d);
     } else if (bn) {
         DQN_TRY(OPS->relu_bwd(be, f->u, w->du, w->du, (size_t)R * U));
-        DQN_TRY(OPS->linear_bwd(be, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W,
-                                G + L->bn.b, R, 2 * d, U));
+        DQN_TRY(lin_bwd(be, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W, G + L->bn.b, R,
+                        2 * d, U));
         SLOT(hm, d_concat, w->dcat, (size_t)R * 2 * d);
     } else {
         SLOT(hm, d_z, w->du, (size_t)R * d);
@@ -238,15 +281,18 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     if (bn && !split) SLOT(hm, d_z, w->dz, (size_t)R * d);
     /* split: the h half adds dus W_bn[:, d:2d] to dh; its weight and b_bn gradients from dus */
     if (split)
-        DQN_TRY(OPS->linear_ld_bwd(be, h, P + L->bn.W + d, 2 * d, w->dus, w->dh, 1,
-                                   G + L->bn.W + d, G + L->bn.b, B, d, U));
+        DQN_TRY(lin_ld_bwd(be, h, P + L->bn.W + d, 2 * d, w->dus, w->dh, 1, G + L->bn.W + d,
+                           G + L->bn.b, B, d, U));
     SLOT(hm, d_trunk, w->dh, (size_t)B * d);
-    DQN_TRY(OPS->linear_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W,
-                            phi_b ? NULL : G + L->phi.b, R, a->n_cos, d));
+    DQN_TRY(lin_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W,
+                    phi_b ? NULL : G + L->phi.b, R, a->n_cos, d));
     /* trunk, last block first: block l's output gradient in, its input gradient to dh_in[l] */
     const float *dout = w->dh;
     for (int l = a->grn_blocks - 1; l >= 0; l--) {
         const dqn_grn_offsets *g = &L->grn[l];
+        /* the side branch's weight gradients of the block after this one read dg and de, which
+         * this one rewrites */
+        if (l + 1 < a->grn_blocks && OPS->side_join) DQN_TRY(OPS->side_join(be));
         /* LayerNorm and gate: the residual's gradient w.r.t. h into dh_in[l], the gate's into
          * dg; fc1's input gradient is then added to it by its GEMM (the residual's sum). The
          * last block reads d_trunk: in guard mode it runs d_trunk's clamp first. */
@@ -254,16 +300,16 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
         DQN_TRY(OPS->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
                                      dout, w->dh_in[l], w->dg, G + g->gamma, G + g->beta, B, d,
                                      ht ? hm->h.plan_dtrunk : NULL));
-        DQN_TRY(OPS->linear_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b,
-                                B, d, 2 * d));
+        DQN_TRY(lin_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b, B, d,
+                        2 * d));
         DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
-        DQN_TRY(OPS->linear_ld_bwd(be, f->h[l], P + g->a.W, d, w->de, w->dh_in[l], 1, G + g->a.W,
-                                   G + g->a.b, B, d, d));
+        DQN_TRY(lin_ld_bwd(be, f->h[l], P + g->a.W, d, w->de, w->dh_in[l], 1, G + g->a.W,
+                           G + g->a.b, B, d, d));
         SLOT(hm, grn_din[l], w->dh_in[l], (size_t)B * d);
         dout = w->dh_in[l];
     }
-    DQN_TRY(OPS->linear_bwd(be, x, P + L->in.W, dout, NULL, G + L->in.W, G + L->in.b, B,
-                            a->obs_dim, d));
+    DQN_TRY(lin_bwd(be, x, P + L->in.W, dout, NULL, G + L->in.W, G + L->in.b, B, a->obs_dim, d));
+    if (OPS->side_join) DQN_TRY(OPS->side_join(be));
     if (hm && hm->h.mode != DQN_HEALTH_OFF)
         for (int k = 0; k < L->n_tensors; k++)
             SLOT(hm, grad[k], G + L->t[k].offset, L->t[k].size);
@@ -344,9 +390,9 @@ dqn_status dqn_model_init_weights(dqn_model *m, uint64_t seed) {
 
 /* ---------------------------------------------------------------- the update's stages */
 
-/* Stage 1, forward: the online net on x (N taus; the pass the health slots watch), the online net
- * on x' (K taus) for the double-DQN argmax (one pass over [x; x'] when K == N), the target net on
- * x' (N' taus). */
+/* Stage 1, forward: the target net on x' (N' taus), the online net on x (N taus; the pass the
+ * health slots watch) and the online net on x' (K taus) for the double-DQN argmax (one pass over
+ * [x; x'] when K == N). */
 static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
@@ -354,6 +400,10 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     const dqn_branches *br = &L->arch.br;
     int B = c->B;
     SLOT(hm, obs, m->x, (size_t)B * L->arch.obs_dim);
+    /* the target pass reads only the sample: a branch of its own beside the online passes */
+    if (OPS->side_begin) DQN_TRY(OPS->side_begin(be));
+    DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, 0, NULL));
+    if (OPS->side_end) DQN_TRY(OPS->side_end(be));
     if (c->K == c->N) {
         /* one online pass over [x; x'] with [tau; tau_k] (adjacent buffers): its first B*N rows
          * are the online net on x (the backward reads that prefix), the rest pick a* */
@@ -365,7 +415,7 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
         DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, 0, NULL));
         DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
     }
-    return dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, 0, NULL);
+    return OPS->side_join ? OPS->side_join(be) : DQN_OK;
 }
 
 /* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ. */

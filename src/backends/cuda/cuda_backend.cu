@@ -115,15 +115,20 @@ static void cuda_destroy(dqn_backend *be) {
     cuda_impl *c = cuda_of(be);
     if (c) {
         cuda_comm_release(be);
-        if (c->stream) cudaStreamSynchronize(c->stream);
+        for (int k = 0; k < 2; k++)
+            if (c->lane[k].stream) cudaStreamSynchronize(c->lane[k].stream);
         cuda_gemm_release(c);
         if (c->lt) cublasLtDestroy(c->lt);
         if (c->blas) cublasDestroy(c->blas);
-        if (c->workspace) cudaFree(c->workspace);
-        if (c->scratch) cudaFree(c->scratch);
-        if (c->blocks_done) cudaFree(c->blocks_done);
-        if (c->sg_done) cudaFree(c->sg_done);
-        if (c->stream) cudaStreamDestroy(c->stream);
+        for (int k = 0; k < 2 && (k == 0 || c->lane[1].stream != c->lane[0].stream); k++) {
+            if (c->lane[k].workspace) cudaFree(c->lane[k].workspace);
+            if (c->lane[k].scratch) cudaFree(c->lane[k].scratch);
+            if (c->lane[k].blocks_done) cudaFree(c->lane[k].blocks_done);
+            if (c->lane[k].sg_done) cudaFree(c->lane[k].sg_done);
+            if (c->lane[k].stream) cudaStreamDestroy(c->lane[k].stream);
+        }
+        if (c->side_fork) cudaEventDestroy(c->side_fork);
+        if (c->side_done) cudaEventDestroy(c->side_done);
         free(c);
     }
     free(be);
@@ -184,6 +189,7 @@ static const dqn_ops cuda_ops = {
     .heads_fwd = cuda_heads_fwd,
     .l2_norm2 = cuda_l2_norm2,
     .heads_bwd = cuda_heads_bwd,
+    .trunk_fwd = cuda_trunk_fwd,
     .grn_gate_ln_fwd = cuda_grn_gate_ln_fwd,
     .grn_ln_gate_bwd = cuda_grn_ln_gate_bwd,
     .iqn_fwd = cuda_iqn_fwd,
@@ -196,6 +202,10 @@ static const dqn_ops cuda_ops = {
     .linear_ld_bwd = cuda_linear_ld_bwd,
     .bcast_add_act = cuda_bcast_add_act,
     .relu_bwd_tausum = cuda_relu_bwd_tausum,
+    .side_begin = cuda_side_begin,
+    .side_end = cuda_side_end,
+    .side_join = cuda_side_join,
+    .side_dw = cuda_side_dw,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .graph_compose = cuda_graph_compose,
@@ -218,11 +228,16 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->device = device;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->lane[0].stream, cudaStreamNonBlocking));
+    c->stream = c->lane[0].stream;
     int major = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     const char *pdl = getenv("DQN_CUDA_PDL");   /* 0: plain launches (to compare) */
     c->pdl = major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
+    CUDA_CHECK(cudaDeviceGetAttribute(&c->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                      device));
+    const char *tr = getenv("DQN_CUDA_TRUNK_ROWS");   /* to compare trunk_fwd's two paths */
+    c->trunk_rows = tr && *tr ? atoi(tr) : TRUNK_ROWS;
     const char *sk = getenv("DQN_CUDA_GEMM_SPLITK");   /* 1: cublasLt's first choice, split-K or not */
     c->gemm_one_kernel = !(sk && strcmp(sk, "1") == 0);
     const char *hg = getenv("DQN_CUDA_HEADS_GEMM_ELEMS");   /* to compare the two heads_fwd paths */
@@ -248,12 +263,29 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     const char *ie = getenv("DQN_CUDA_IQN_EMBED"), *ir = getenv("DQN_CUDA_IQN_EMBED_ELEMS");
     c->iqn_embed = ie && *ie ? atoi(ie) : 1;   /* to compare the two paths */
     c->iqn_embed_elems = ir && *ir ? atof(ir) : IQN_EMBED_ELEMS;
-    CUDA_CHECK(cudaMalloc(&c->workspace, CUDA_WORKSPACE_BYTES));
-    CUDA_CHECK(cudaMalloc((void **)&c->scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
-    CUDA_CHECK(cudaMalloc((void **)&c->blocks_done, CUDA_COUNTERS * sizeof(unsigned)));
-    CUDA_CHECK(cudaMemsetAsync(c->blocks_done, 0, CUDA_COUNTERS * sizeof(unsigned), c->stream));
-    CUDA_CHECK(cudaMalloc((void **)&c->sg_done, SG_COUNTERS * sizeof(unsigned)));
-    CUDA_CHECK(cudaMemsetAsync(c->sg_done, 0, SG_COUNTERS * sizeof(unsigned), c->stream));
+    /* two lanes (the main stream's and the side branch's), the main one current; DQN_CUDA_SIDE=0
+     * (to compare): the side branch is the main lane itself, so its ops run in order */
+    const char *sm = getenv("DQN_CUDA_SIDE_DW_MACS");   /* to compare the backward's branches */
+    c->side_dw_macs = sm && *sm ? atof(sm) : SIDE_DW_MACS;
+    const char *sd = getenv("DQN_CUDA_SIDE");
+    const int side = !(sd && strcmp(sd, "0") == 0);
+    for (int k = side; k >= 0; k--) {
+        if (k == 1)
+            CUDA_CHECK(cudaStreamCreateWithFlags(&c->lane[1].stream, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaMalloc(&c->lane[k].workspace, CUDA_WORKSPACE_BYTES));
+        CUDA_CHECK(cudaMalloc((void **)&c->lane[k].scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
+        CUDA_CHECK(cudaMalloc((void **)&c->lane[k].blocks_done, CUDA_COUNTERS * sizeof(unsigned)));
+        CUDA_CHECK(cudaMemsetAsync(c->lane[k].blocks_done, 0, CUDA_COUNTERS * sizeof(unsigned),
+                                   c->lane[k].stream));
+        CUDA_CHECK(cudaMalloc((void **)&c->lane[k].sg_done, SG_COUNTERS * sizeof(unsigned)));
+        CUDA_CHECK(cudaMemsetAsync(c->lane[k].sg_done, 0, SG_COUNTERS * sizeof(unsigned),
+                                   c->lane[k].stream));
+        CUDA_CHECK(cudaStreamSynchronize(c->lane[k].stream));
+    }
+    if (!side) c->lane[1] = c->lane[0];
+    cuda_lane_use(c, 0);
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->side_fork, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->side_done, cudaEventDisableTiming));
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, CUDA_WORKSPACE_BYTES));

@@ -32,6 +32,16 @@ extern "C" {
  * warp kernel's per-row work (measured: seed B = 256, 16384 x 256, gains 26 us; cartpole B = 256,
  * 16384 x 64, loses 3 us). DQN_CUDA_HEADS_GEMM_ELEMS overrides it at start-up, to compare. */
 #define HF_GEMM_ELEMS ((long)1 << 21)
+/* A layer's weight gradient goes to the side branch beside the backward's chain up to this many
+ * multiply-adds (side_dw): every one (measured on the H200 against none: cartpole B = 32 / 256
+ * / 4096 and every seed size faster, cartpole B = 1024 0.327 -> 0.380 ms slower; 2^25 measured
+ * 0.321 there but slower on the seed model, and has not run with the tests yet: docs/gpu-notes.md,
+ * "Twelfth session"). DQN_CUDA_SIDE_DW_MACS overrides it at start-up (0: never). */
+#define SIDE_DW_MACS 1e30
+/* trunk_fwd in one kernel (cuda_trunk.cu) up to this many rows; DQN_CUDA_TRUNK_ROWS overrides
+ * it at start-up (0: never) */
+#define TRUNK_ROWS 2048
+
 /* iqn_embed_fwd in one kernel from this many elements of z (R x d); below, its three ops */
 #define IQN_EMBED_ELEMS ((double)(1 << 22))
 /* Own GEMM kernels (cuda_sgemm.cu) up to this many multiply-adds (fp32, layers at most 128 wide:
@@ -71,6 +81,19 @@ typedef struct {
     int comm_aborted;              /* aborted after a peer failed or a wait timed out */
     double comm_timeout_s;         /* 0 = wait on peers forever */
     int pdl;                       /* launch kernels with programmatic dependent launch */
+    /* lane 0, the main stream, and lane 1, the side branch (side_begin .. side_end): the fields
+     * above are copies of the lane the ops issue on (cuda_lane_use) */
+    struct {
+        cudaStream_t stream;
+        void *workspace;
+        float *scratch;
+        unsigned *blocks_done, *sg_done;
+    } lane[2];
+    int on_side, side_pending;     /* issuing on the side lane; side work since the last join */
+    cudaEvent_t side_fork, side_done;
+    double side_dw_macs;           /* weight gradients on the side up to this (SIDE_DW_MACS) */
+    int smem_optin;                /* shared memory a block may ask for (bytes) */
+    int trunk_rows;                /* trunk_fwd in one kernel up to this many rows (TRUNK_ROWS) */
     int gemm_one_kernel;           /* prefer cublasLt algorithms without split-K (one node) */
     long heads_gemm_elems;         /* heads_fwd through cuBLAS from R x H this large (HF_GEMM_ELEMS) */
     int health_stage_parts;        /* a check with more partials is pre-reduced by its own last
@@ -199,6 +222,19 @@ static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
     } while (0)
 
 /* ---- device helpers shared by the kernels ---- */
+
+/* 16 bytes global -> shared without a register, so that many loads of a block are in flight at
+ * once (L2, not L1: other blocks may have written them during the launch) */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(dst)),
+                 "l"(__cvta_generic_to_global(src))
+                 : "memory");
+#else
+    *(uint4 *)dst = __ldcg((const uint4 *)src);
+#endif
+}
 
 /* Broadcast kernels over the per-tau rows r = s*T + t of a per-state row s (iqn_fwd,
  * bcast_add_act): a thread takes BC_VEC columns of one state for BC_TAUS taus, so its index
@@ -463,6 +499,13 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
                           const float *dV, const float *dAdv, const float *norms, float max_norm,
                           float *dhva, float *dbva, float *dWv2, float *dbv2, float *dWa2,
                           float *dba2, int R, int H, int A);
+dqn_status cuda_trunk_fwd(dqn_backend *be, const dqn_trunk_io *t);
+/* the lane the ops issue on from now (cuda_graph.cu): 0 main, 1 the side branch */
+void cuda_lane_use(cuda_impl *c, int k);
+dqn_status cuda_side_begin(dqn_backend *be);
+dqn_status cuda_side_end(dqn_backend *be);
+dqn_status cuda_side_join(dqn_backend *be);
+int cuda_side_dw(dqn_backend *be, int M, int K, int N);
 dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
                                 const float *gamma, const float *beta, float *r, float *y,
                                 float *mean, float *rstd, int M, int d);

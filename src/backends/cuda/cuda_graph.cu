@@ -6,6 +6,9 @@
 #include <stdlib.h>
 
 dqn_status cuda_capture_begin(dqn_backend *be) {
+    CUDA_ARG(!cuda_of(be)->on_side, "capture_begin: a side branch is open");
+    /* a branch a failed capture left unjoined is not waited on */
+    cuda_of(be)->side_pending = 0;
     CUDA_CHECK(cudaStreamBeginCapture(cuda_of(be)->stream, cudaStreamCaptureModeRelaxed));
     return DQN_OK;
 }
@@ -61,4 +64,57 @@ void cuda_graph_destroy(dqn_backend *be, void *graph_or_exec, int is_exec) {
     if (!graph_or_exec) return;
     if (is_exec) cudaGraphExecDestroy((cudaGraphExec_t)graph_or_exec);
     else cudaGraphDestroy((cudaGraph_t)graph_or_exec);
+}
+
+/* ---- the side branch: ops on a second stream, forked from and joined back into the main one
+ * (a parallel branch when captured), with the lane's own workspace, scratch and counters ---- */
+
+void cuda_lane_use(cuda_impl *c, int k) {
+    c->stream = c->lane[k].stream;
+    c->workspace = c->lane[k].workspace;
+    c->scratch = c->lane[k].scratch;
+    c->blocks_done = c->lane[k].blocks_done;
+    c->sg_done = c->lane[k].sg_done;
+    c->on_side = k;
+}
+
+/* cuBLAS on the lane's stream and workspace (setting the stream resets the workspace) */
+static dqn_status blas_follow(cuda_impl *c) {
+    CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
+    CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, CUDA_WORKSPACE_BYTES));
+    return DQN_OK;
+}
+
+dqn_status cuda_side_begin(dqn_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(!c->on_side, "side_begin: a side branch is open already");
+    CUDA_CHECK(cudaEventRecord(c->side_fork, c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(c->lane[1].stream, c->side_fork, 0));
+    cuda_lane_use(c, 1);
+    return blas_follow(c);
+}
+
+dqn_status cuda_side_end(dqn_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(c->on_side, "side_end: no side branch is open");
+    CUDA_CHECK(cudaEventRecord(c->side_done, c->stream));
+    c->side_pending = 1;
+    cuda_lane_use(c, 0);
+    return blas_follow(c);
+}
+
+dqn_status cuda_side_join(dqn_backend *be) {
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(!c->on_side, "side_join: the side branch is still open (side_end first)");
+    /* nothing issued there since the last join: no wait (an event recorded in an earlier
+     * capture must not be waited on in this one) */
+    if (!c->side_pending) return DQN_OK;
+    CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->side_done, 0));
+    c->side_pending = 0;
+    return DQN_OK;
+}
+
+int cuda_side_dw(dqn_backend *be, int M, int K, int N) {
+    const cuda_impl *c = cuda_of(be);
+    return c->lane[1].stream != c->lane[0].stream && (double)M * K * N <= c->side_dw_macs;
 }

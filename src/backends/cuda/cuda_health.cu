@@ -161,19 +161,6 @@ __device__ static float fault_value(int kind) {
     return kind == 1 ? __int_as_float(0x7fc00000) : kind == 2 ? __int_as_float(0x7f800000) : 1e30f;
 }
 
-/* 16 bytes global -> shared without a register: every load of the last block in flight at once
- * (L2, not L1: the other blocks wrote them during this launch) */
-__device__ static void cp16(void *dst, const void *src) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                     (unsigned)__cvta_generic_to_shared(dst)),
-                 "l"(__cvta_generic_to_global(src))
-                 : "memory");
-#else
-    *(uint4 *)dst = __ldcg((const uint4 *)src);
-#endif
-}
-
 __device__ static void cp16_wait(void) {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -183,7 +170,7 @@ __device__ static void cp16_wait(void) {
 /* bytes (rounded up to 16) from 16-byte aligned src, the block's threads in turn */
 __device__ static void stage_bytes(void *dst, const void *src, size_t bytes) {
     for (size_t i = threadIdx.x; i < (bytes + 15) / 16; i += HT)
-        cp16((uint4 *)dst + i, (const uint4 *)src + i);
+        cp_async16((uint4 *)dst + i, (const uint4 *)src + i);
 }
 
 /* 1 if v changed */
@@ -345,7 +332,7 @@ __device__ static void tail(const hparams *k, int64_t update, const hpart *mine,
     const int t = threadIdx.x, lane = t % 32;
     const uint4 *parts = (const uint4 *)k->parts;
     for (int i = t; i < 3 * k->n_staged; i += HT)
-        if (i / 3 != mine_at) cp16(&dyn[i], &parts[i]);
+        if (i / 3 != mine_at) cp_async16(&dyn[i], &parts[i]);
     stage_bytes(task, k->tasks, sizeof(htask) * (size_t)k->n_tasks);
     if (k->fins_staged) stage_bytes(sfin, k->fins, sizeof(hfin) * (size_t)k->n_fin);
     stage_bytes(sb.tot, blk->tot, sizeof(dqn_hslot_tot) * (size_t)k->slot_hi);

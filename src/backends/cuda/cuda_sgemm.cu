@@ -27,12 +27,16 @@ typedef struct {
     unsigned *done;      /* [gridDim.x * gridDim.y] blocks finished per tile, 0 between calls */
 } sg_args;
 
-__device__ __forceinline__ float sg_epi(const sg_args &k, float v, int i, int j) {
-    if (k.acc) v += k.C[(long)i * k.ldc + j];
-    if (k.bias) v += k.bias[j];
+/* the epilogue: v (+ C's value c) (+ the bias b), then the activation */
+__device__ __forceinline__ float sg_epi_of(const sg_args &k, float v, float c, float b) {
+    if (k.acc) v += c;
+    if (k.bias) v += b;
     if (k.act == DQN_ACT_RELU) return v > 0.0f ? v : 0.0f;
     if (k.act == DQN_ACT_ELU) return v > 0.0f ? v : expm1f(v);
     return v;
+}
+__device__ __forceinline__ float sg_epi(const sg_args &k, float v, int i, int j) {
+    return sg_epi_of(k, v, k.acc ? k.C[(long)i * k.ldc + j] : 0.0f, k.bias ? k.bias[j] : 0.0f);
 }
 
 /* 4 bytes global -> shared without a register (zeros when !ok), so that several stages of the
@@ -82,6 +86,23 @@ __global__ void __launch_bounds__(SG_T) k_sgemm(sg_args k) {
 #pragma unroll
         for (int n = 0; n < TN; n++) acc[m][n] = 0.0f;
     float rs = 0.0f;
+    /* unsplit 32-row tiles (the small layers, where a GEMM is a few round trips): the
+     * epilogue's loads (bias, C to accumulate into) issued now, so that their round trip overlaps
+     * the main loop's instead of following it */
+    constexpr bool PRE = TM * TN <= 4;
+    float cpre[TM][TN], bpre[TN];
+    if (PRE && gridDim.z == 1) {
+#pragma unroll
+        for (int n = 0; n < TN; n++) {
+            const int j = min(j0 + tx * TN + n, k.N - 1);
+            bpre[n] = k.bias ? k.bias[j] : 0.0f;
+#pragma unroll
+            for (int m = 0; m < TM; m++) {
+                const int i = min(i0 + ty * TM + m, k.M - 1);
+                cpre[m][n] = k.acc ? k.C[(long)i * k.ldc + j] : 0.0f;
+            }
+        }
+    }
 
     auto issue = [&](int st) {
         if (st < nst) {
@@ -143,7 +164,9 @@ __global__ void __launch_bounds__(SG_T) k_sgemm(sg_args k) {
 #pragma unroll
             for (int n = 0; n < TN; n++) {
                 const int i = i0 + ty * TM + m, j = j0 + tx * TN + n;
-                if (i < k.M && j < k.N) k.C[(long)i * k.ldc + j] = sg_epi(k, acc[m][n], i, j);
+                if (i < k.M && j < k.N)
+                    k.C[(long)i * k.ldc + j] = PRE ? sg_epi_of(k, acc[m][n], cpre[m][n], bpre[n])
+                                                   : sg_epi(k, acc[m][n], i, j);
             }
         if (rs_on && t < BM && i0 + t < k.M) k.rowsum[i0 + t] = rs;
         return;
@@ -167,29 +190,79 @@ __global__ void __launch_bounds__(SG_T) k_sgemm(sg_args k) {
     if (!last) return;
     __threadfence();
     const unsigned Z = gridDim.z;
+    unsigned z;
+    if constexpr (TM * TN <= 4) {
+        /* every output's next 8 partials loaded before any is added (the outputs' chains side
+         * by side, not one after another), each output's summed in split order */
+        float s[TM][TN];
+        const float *p[TM][TN];
 #pragma unroll
-    for (int m = 0; m < TM; m++)
+        for (int m = 0; m < TM; m++)
 #pragma unroll
-        for (int n = 0; n < TN; n++) {
-            const int i = i0 + ty * TM + m, j = j0 + tx * TN + n;
-            if (i >= k.M || j >= k.N) continue;
-            const float *p = k.ws + (long)i * k.N + j;
-            float s = 0.0f;
-            unsigned z = 0;
-            for (; z + 8 <= Z; z += 8) {   /* eight loads in flight, summed in order */
-                float v[8];
-#pragma unroll
-                for (int u = 0; u < 8; u++) v[u] = __ldcg(p + MN * (z + u));
-#pragma unroll
-                for (int u = 0; u < 8; u++) s += v[u];
+            for (int n = 0; n < TN; n++) {   /* outside the matrix: read inside it, not stored */
+                const int i = min(i0 + ty * TM + m, k.M - 1), j = min(j0 + tx * TN + n, k.N - 1);
+                p[m][n] = k.ws + (long)i * k.N + j;
+                s[m][n] = 0.0f;
             }
-            for (; z < Z; z++) s += __ldcg(p + MN * z);
-            k.C[(long)i * k.ldc + j] = sg_epi(k, s, i, j);
+        for (z = 0; z + 8 <= Z; z += 8) {
+            float v[TM][TN][8];
+#pragma unroll
+            for (int m = 0; m < TM; m++)
+#pragma unroll
+                for (int n = 0; n < TN; n++)
+#pragma unroll
+                    for (int u = 0; u < 8; u++) v[m][n][u] = __ldcg(p[m][n] + MN * (z + u));
+#pragma unroll
+            for (int m = 0; m < TM; m++)
+#pragma unroll
+                for (int n = 0; n < TN; n++)
+#pragma unroll
+                    for (int u = 0; u < 8; u++) s[m][n] += v[m][n][u];
         }
+        for (; z < Z; z++)
+#pragma unroll
+            for (int m = 0; m < TM; m++)
+#pragma unroll
+                for (int n = 0; n < TN; n++) s[m][n] += __ldcg(p[m][n] + MN * z);
+#pragma unroll
+        for (int m = 0; m < TM; m++)
+#pragma unroll
+            for (int n = 0; n < TN; n++) {
+                const int i = i0 + ty * TM + m, j = j0 + tx * TN + n;
+                if (i < k.M && j < k.N) k.C[(long)i * k.ldc + j] = sg_epi(k, s[m][n], i, j);
+            }
+    } else {   /* 64-row tiles (rarely split: dW outputs are at most 128 x 128) */
+#pragma unroll
+        for (int m = 0; m < TM; m++)
+#pragma unroll
+            for (int n = 0; n < TN; n++) {
+                const int i = i0 + ty * TM + m, j = j0 + tx * TN + n;
+                if (i >= k.M || j >= k.N) continue;
+                const float *p = k.ws + (long)i * k.N + j;
+                float s = 0.0f;
+                for (z = 0; z + 8 <= Z; z += 8) {   /* eight loads in flight, summed in order */
+                    float v[8];
+#pragma unroll
+                    for (int u = 0; u < 8; u++) v[u] = __ldcg(p + MN * (z + u));
+#pragma unroll
+                    for (int u = 0; u < 8; u++) s += v[u];
+                }
+                for (; z < Z; z++) s += __ldcg(p + MN * z);
+                k.C[(long)i * k.ldc + j] = sg_epi(k, s, i, j);
+            }
+    }
     if (rs_on && t < BM && i0 + t < k.M) {
-        float s = 0.0f;
-        for (unsigned z = 0; z < Z; z++) s += __ldcg(rs_ws + (long)k.M * z + i0 + t);
-        k.rowsum[i0 + t] = s;
+        const float *q = rs_ws + i0 + t;
+        float r = 0.0f;
+        for (z = 0; z + 8 <= Z; z += 8) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) v[u] = __ldcg(q + (long)k.M * (z + u));
+#pragma unroll
+            for (int u = 0; u < 8; u++) r += v[u];
+        }
+        for (; z < Z; z++) r += __ldcg(q + (long)k.M * z);
+        k.rowsum[i0 + t] = r;
     }
     if (t == 0) *done = 0;
 }
