@@ -1406,6 +1406,15 @@ static void test_side_branch(void) {
         if (child) gpu->ops->graph_destroy(gpu, child, 0);
         if (exec) gpu->ops->graph_destroy(gpu, exec, 1);
     }
+    /* a join with nothing put on the side since the last one waits on nothing: also in a capture
+     * after one that used the branch, whose event belongs to that capture */
+    void *child = NULL;
+    CHECK_OK(gpu->ops->capture_begin(gpu));
+    CHECK_OK(gpu->ops->side_join(gpu));
+    CHECK_OK(gpu->ops->axpy(gpu, 1.0f, Y1.g, Y2.g, Y2.n));
+    CHECK_OK(gpu->ops->capture_end(gpu, &child));
+    CHECK(child != NULL, "a capture with a join and nothing pending failed");
+    if (child) gpu->ops->graph_destroy(gpu, child, 0);
     release_all();
 }
 

@@ -1,0 +1,267 @@
+/* The model's side branches (side_begin .. side_end, joined by side_join; backend.h) keep their
+ * contract: what the ops on the side write is not read, and what they read is not written, by the
+ * main ops issued before the join. A CPU backend that defers every side op to the join (the
+ * latest schedule the contract allows; the CUDA backend may run them anywhere in between) must
+ * give the plain CPU backend's update bit for bit: an op of the main branch that read a side
+ * output too early would see the previous update's values, and one that overwrote a side input
+ * would change what the deferred op computes. Models with one and two GRN blocks, the bottleneck
+ * (split and not), K = N and K != N, health off and guard. */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/error.h"
+#include "dqn_philox.h"
+#include "model/model.h"
+
+enum { CAP = 300, QMAX = 64 };
+
+/* ---- the deferring backend: the CPU's ops, the side's queued until side_join ---- */
+
+typedef enum { Q_TRUNK, Q_EMBED, Q_LIN_ACT, Q_LD_FWD, Q_BCAST, Q_HEADS, Q_LIN_BWD, Q_LD_BWD } qkind;
+
+typedef struct {
+    qkind kind;
+    const float *in[6];
+    float *out[5];
+    int n[8];
+    dqn_act act;
+    const void *plan;
+    const dqn_branches *br;
+    dqn_trunk_io trunk;   /* a copy: the caller's lives on its stack */
+} qcall;
+
+static dqn_backend *inner;
+static dqn_ops ops;
+static dqn_backend dfr;
+static qcall queue[QMAX];
+static int queued, on_side, deferred_total, unbalanced;
+
+static dqn_status push(const qcall *q) {
+    if (queued == QMAX) return DQN_ERR(DQN_ERR_ARG, "test: raise QMAX");
+    queue[queued++] = *q;
+    deferred_total++;
+    return DQN_OK;
+}
+
+static dqn_status run(const qcall *q) {
+    const dqn_ops *o = inner->ops;
+    switch (q->kind) {
+    case Q_TRUNK: return o->trunk_fwd(inner, &q->trunk);
+    case Q_EMBED:
+        return o->iqn_embed_fwd(inner, q->in[0], q->in[1], q->in[2], q->in[3], q->out[0],
+                                q->out[1], q->out[2], q->out[3], q->n[0], q->n[1], q->n[2],
+                                q->n[3], q->n[4], q->plan);
+    case Q_LIN_ACT:
+        return o->linear_act_fwd(inner, q->in[0], q->in[1], q->in[2], q->out[0], q->n[0],
+                                 q->n[1], q->n[2], q->act);
+    case Q_LD_FWD:
+        return o->linear_ld_fwd(inner, q->in[0], q->in[1], q->n[3], q->in[2], q->out[0], q->n[0],
+                                q->n[1], q->n[2], q->act);
+    case Q_BCAST: return o->bcast_add_act(inner, q->in[0], q->out[0], q->n[0], q->n[1], q->n[2], q->act);
+    case Q_HEADS:
+        return o->heads_fwd(inner, q->in[0], q->in[1], q->in[2], q->in[3], q->in[4], q->out[0],
+                            q->out[1], q->out[2], q->n[0], q->n[1], q->br);
+    case Q_LIN_BWD:
+        return o->linear_bwd(inner, q->in[0], q->in[1], q->in[2], q->out[0], q->out[1], q->out[2],
+                             q->n[0], q->n[1], q->n[2]);
+    case Q_LD_BWD:
+        return o->linear_ld_bwd(inner, q->in[0], q->in[1], q->n[3], q->in[2], q->out[0], q->n[4],
+                                q->out[1], q->out[2], q->n[0], q->n[1], q->n[2]);
+    }
+    return DQN_ERR(DQN_ERR_ARG, "test: op kind %d", (int)q->kind);
+}
+
+static dqn_status d_side_begin(dqn_backend *be) {
+    (void)be;
+    if (on_side) unbalanced++;
+    on_side = 1;
+    return DQN_OK;
+}
+static dqn_status d_side_end(dqn_backend *be) {
+    (void)be;
+    if (!on_side) unbalanced++;
+    on_side = 0;
+    return DQN_OK;
+}
+static dqn_status d_side_join(dqn_backend *be) {
+    (void)be;
+    if (on_side) unbalanced++;
+    for (int k = 0; k < queued; k++) DQN_TRY(run(&queue[k]));
+    queued = 0;
+    return DQN_OK;
+}
+static int d_side_dw(dqn_backend *be, int M, int K, int N) {
+    (void)be, (void)M, (void)K, (void)N;
+    return 1;
+}
+
+/* each wrapper queues its call on the side, else runs it */
+#define DEFER(q) return on_side ? push(&(q)) : run(&(q))
+
+static dqn_status d_trunk_fwd(dqn_backend *be, const dqn_trunk_io *t) {
+    (void)be;
+    qcall q = {.kind = Q_TRUNK, .trunk = *t};
+    DEFER(q);
+}
+static dqn_status d_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W,
+                                  const float *b, const float *h, float *C, float *phi, float *z,
+                                  float *cat, int B, int T, int n_cos, int d, int keep,
+                                  const void *hplan) {
+    (void)be;
+    qcall q = {.kind = Q_EMBED, .in = {tau, W, b, h}, .out = {C, phi, z, cat},
+               .n = {B, T, n_cos, d, keep}, .plan = hplan};
+    DEFER(q);
+}
+static dqn_status d_linear_act_fwd(dqn_backend *be, const float *X, const float *W,
+                                   const float *b, float *Y, int M, int K, int N, dqn_act act) {
+    (void)be;
+    qcall q = {.kind = Q_LIN_ACT, .in = {X, W, b}, .out = {Y}, .n = {M, K, N}, .act = act};
+    DEFER(q);
+}
+static dqn_status d_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                                  const float *b, float *Y, int M, int K, int N, dqn_act act) {
+    (void)be;
+    qcall q = {.kind = Q_LD_FWD, .in = {X, W, b}, .out = {Y}, .n = {M, K, N, ldw}, .act = act};
+    DEFER(q);
+}
+static dqn_status d_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
+                                  dqn_act act) {
+    (void)be;
+    qcall q = {.kind = Q_BCAST, .in = {hb}, .out = {Y}, .n = {B, T, N}, .act = act};
+    DEFER(q);
+}
+static dqn_status d_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2,
+                              const float *bv2, const float *Wa2, const float *ba2, float *V,
+                              float *Adv, float *Z, int R, int H, const dqn_branches *br) {
+    (void)be;
+    qcall q = {.kind = Q_HEADS, .in = {hva, Wv2, bv2, Wa2, ba2}, .out = {V, Adv, Z}, .n = {R, H},
+               .br = br};
+    DEFER(q);
+}
+static dqn_status d_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
+                               float *dX, float *dW, float *db, int M, int K, int N) {
+    (void)be;
+    qcall q = {.kind = Q_LIN_BWD, .in = {X, W, dY}, .out = {dX, dW, db}, .n = {M, K, N}};
+    DEFER(q);
+}
+static dqn_status d_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                                  const float *dY, float *dX, int acc_dx, float *dW, float *db,
+                                  int M, int K, int N) {
+    (void)be;
+    qcall q = {.kind = Q_LD_BWD, .in = {X, W, dY}, .out = {dX, dW, db},
+               .n = {M, K, N, ldw, acc_dx}};
+    DEFER(q);
+}
+
+static dqn_backend *deferring_create(void) {
+    CHECK_OK(dqn_backend_cpu_create(&inner));
+    if (!inner) return NULL;
+    ops = *inner->ops;
+    ops.name = "cpu-deferring-side";
+    ops.side_begin = d_side_begin, ops.side_end = d_side_end, ops.side_join = d_side_join;
+    ops.side_dw = d_side_dw;
+    ops.trunk_fwd = d_trunk_fwd, ops.iqn_embed_fwd = d_iqn_embed_fwd;
+    ops.linear_act_fwd = d_linear_act_fwd, ops.linear_ld_fwd = d_linear_ld_fwd;
+    ops.bcast_add_act = d_bcast_add_act, ops.heads_fwd = d_heads_fwd;
+    ops.linear_bwd = d_linear_bwd, ops.linear_ld_bwd = d_linear_ld_bwd;
+    dfr = *inner;
+    dfr.ops = &ops;
+    return &dfr;
+}
+
+/* ---- the models and the comparison ---- */
+
+typedef struct {
+    float obs[CAP * 8], next_obs[CAP * 8], R[CAP], disc[CAP];
+    int32_t act[CAP * 4];
+    uint32_t size;
+} replay_arrays;
+
+static void fill_replay(replay_arrays *r, const dqn_arch *a, dqn_replay_view *v) {
+    uint64_t c = 0;
+    for (int i = 0; i < CAP * a->obs_dim; i++) {
+        r->obs[i] = 2 * dqn_philox_uniform(4, 1, c++) - 1;
+        r->next_obs[i] = 2 * dqn_philox_uniform(4, 1, c++) - 1;
+    }
+    for (int i = 0; i < CAP; i++) {
+        r->R[i] = dqn_philox_uniform(4, 2, (uint64_t)i);
+        r->disc[i] = i % 7 ? 0.97f : 0.0f;
+        for (int b = 0; b < a->br.D; b++)
+            r->act[i * a->br.D + b] = (int32_t)dqn_philox_below(4, 3, c++, (uint32_t)a->br.n[b]);
+    }
+    r->size = CAP - 11;
+    *v = (dqn_replay_view){r->obs, r->next_obs, r->R, r->disc, r->act, &r->size};
+}
+
+static dqn_arch arch_of(int obs, int d, int grn, int bn, int hidden, int D, const int *sizes) {
+    dqn_arch a;
+    memset(&a, 0, sizeof a);
+    a.obs_dim = obs, a.d = d, a.grn_blocks = grn, a.n_cos = 16, a.bottleneck = bn;
+    a.head_hidden = hidden;
+    dqn_branches_init(&a.br, D, sizes);
+    return a;
+}
+
+/* three updates on each backend from the same weights and replay: loss, gradient, parameters and
+ * target bit for bit */
+static void compare(dqn_backend *deferring, const char *what, const dqn_arch *a, int K, int split,
+                    dqn_health_mode health) {
+    dqn_backend *plain = NULL;
+    CHECK_OK(dqn_backend_cpu_create(&plain));
+    if (!plain) return;
+    dqn_update_cfg u;
+    memset(&u, 0, sizeof u);
+    u.B = 8, u.N = 5, u.Nt = 6, u.K = K, u.mode = DQN_TARGET_MEAN, u.kappa = 1.0f;
+    u.lr = 1e-3f, u.beta1 = 0.9f, u.beta2 = 0.999f, u.adam_eps = 1e-8f, u.grad_clip = 10.0f;
+    u.head_grad_clip = 0.5f, u.target_period = 2, u.seed = 11, u.health = health;
+    u.bn_split_rows = split;
+    static replay_arrays r;
+    dqn_replay_view v;
+    fill_replay(&r, a, &v);
+    dqn_model m[2];
+    dqn_backend *bes[2] = {deferring, plain};
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(dqn_model_create(&m[k], bes[k], a, &u));
+        CHECK_OK(dqn_model_init_weights(&m[k], 6));
+    }
+    const int before = deferred_total;
+    for (int step = 0; step < 3; step++)
+        for (int k = 0; k < 2; k++) CHECK_OK(dqn_model_update(&m[k], &v));
+    const size_t n = m[0].L.n_params * sizeof(float);
+    printf("%s, K %d%s, health %d: %d side ops deferred to their joins\n", what, K,
+           split ? ", split bottleneck" : "", (int)health, deferred_total - before);
+    CHECK(deferred_total - before > 3 * (2 + a->grn_blocks), "%s: too few side ops (%d)", what,
+          deferred_total - before);
+    CHECK(queued == 0 && !on_side && unbalanced == 0,
+          "%s: %d side ops never joined, side open %d, %d unbalanced calls", what, queued, on_side,
+          unbalanced);
+    CHECK(memcmp(m[0].loss, m[1].loss, 4) == 0 && memcmp(m[0].grads, m[1].grads, n) == 0 &&
+              memcmp(m[0].params, m[1].params, n) == 0 &&
+              memcmp(m[0].target, m[1].target, n) == 0,
+          "%s: the side ops run at their joins change the update (a main op read or wrote what "
+          "the side had not finished)", what);
+    queued = on_side = unbalanced = 0;   /* nothing of this model's left for the next */
+    for (int k = 0; k < 2; k++) dqn_model_destroy(&m[k]);
+    plain->ops->destroy(plain);
+}
+
+int main(void) {
+    dqn_backend *be = deferring_create();
+    if (!be) return check_finish("test_side_branch");
+    static const int one[] = {2}, three[] = {3, 5, 5};
+    const dqn_arch plain = arch_of(5, 16, 1, 0, 12, 1, one);
+    const dqn_arch wide = arch_of(6, 16, 2, 10, 12, 3, three);
+    const dqn_arch deep = arch_of(4, 12, 3, 0, 8, 1, one);
+    for (int h = 0; h < 2; h++) {
+        const dqn_health_mode mode = h ? DQN_HEALTH_GUARD : DQN_HEALTH_OFF;
+        compare(be, "one GRN block", &plain, 5, 0, mode);
+        compare(be, "one GRN block", &plain, 3, 0, mode);
+        compare(be, "two GRN blocks, bottleneck", &wide, 5, 0, mode);
+        compare(be, "two GRN blocks, bottleneck", &wide, 5, 1, mode);
+        compare(be, "two GRN blocks, bottleneck", &wide, 2, 1, mode);
+        compare(be, "three GRN blocks", &deep, 5, 0, mode);
+    }
+    inner->ops->destroy(inner);
+    return check_finish("test_side_branch");
+}
