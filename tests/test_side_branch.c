@@ -13,8 +13,9 @@
 #include "core/error.h"
 #include "dqn_philox.h"
 #include "model/model.h"
+#include "replay_fixture.h"
 
-enum { CAP = 300, QMAX = 64 };
+enum { QMAX = 64 };
 
 /* ---- the deferring backend: the CPU's ops, the side's queued until side_join ---- */
 
@@ -172,37 +173,6 @@ static dqn_backend *deferring_create(void) {
 
 /* ---- the models and the comparison ---- */
 
-typedef struct {
-    float obs[CAP * 8], next_obs[CAP * 8], R[CAP], disc[CAP];
-    int32_t act[CAP * 4];
-    uint32_t size;
-} replay_arrays;
-
-static void fill_replay(replay_arrays *r, const dqn_arch *a, dqn_replay_view *v) {
-    uint64_t c = 0;
-    for (int i = 0; i < CAP * a->obs_dim; i++) {
-        r->obs[i] = 2 * dqn_philox_uniform(4, 1, c++) - 1;
-        r->next_obs[i] = 2 * dqn_philox_uniform(4, 1, c++) - 1;
-    }
-    for (int i = 0; i < CAP; i++) {
-        r->R[i] = dqn_philox_uniform(4, 2, (uint64_t)i);
-        r->disc[i] = i % 7 ? 0.97f : 0.0f;
-        for (int b = 0; b < a->br.D; b++)
-            r->act[i * a->br.D + b] = (int32_t)dqn_philox_below(4, 3, c++, (uint32_t)a->br.n[b]);
-    }
-    r->size = CAP - 11;
-    *v = (dqn_replay_view){r->obs, r->next_obs, r->R, r->disc, r->act, &r->size};
-}
-
-static dqn_arch arch_of(int obs, int d, int grn, int bn, int hidden, int D, const int *sizes) {
-    dqn_arch a;
-    memset(&a, 0, sizeof a);
-    a.obs_dim = obs, a.d = d, a.grn_blocks = grn, a.n_cos = 16, a.bottleneck = bn;
-    a.head_hidden = hidden;
-    dqn_branches_init(&a.br, D, sizes);
-    return a;
-}
-
 /* three updates on each backend from the same weights and replay: loss, gradient, parameters and
  * target bit for bit */
 static void compare(dqn_backend *deferring, const char *what, const dqn_arch *a, int K, int split,
@@ -210,11 +180,8 @@ static void compare(dqn_backend *deferring, const char *what, const dqn_arch *a,
     dqn_backend *plain = NULL;
     CHECK_OK(dqn_backend_cpu_create(&plain));
     if (!plain) return;
-    dqn_update_cfg u;
-    memset(&u, 0, sizeof u);
-    u.B = 8, u.N = 5, u.Nt = 6, u.K = K, u.mode = DQN_TARGET_MEAN, u.kappa = 1.0f;
-    u.lr = 1e-3f, u.beta1 = 0.9f, u.beta2 = 0.999f, u.adam_eps = 1e-8f, u.grad_clip = 10.0f;
-    u.head_grad_clip = 0.5f, u.target_period = 2, u.seed = 11, u.health = health;
+    dqn_update_cfg u = ucfg_of(8, 5, K);
+    u.health = health;
     u.bn_split_rows = split;
     static replay_arrays r;
     dqn_replay_view v;

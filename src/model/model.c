@@ -206,26 +206,43 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
  * extra node */
 #define PHI_BIAS_IN_IQN_ELEMS ((size_t)1 << 22)
 
+/* The side branch's ops (backend.h), no-ops on a backend without one (its ops run in order). */
+static dqn_status side_begin(dqn_backend *be) {
+    return OPS->side_begin ? OPS->side_begin(be) : DQN_OK;
+}
+static dqn_status side_end(dqn_backend *be) {
+    return OPS->side_end ? OPS->side_end(be) : DQN_OK;
+}
+static dqn_status side_join(dqn_backend *be) {
+    return OPS->side_join ? OPS->side_join(be) : DQN_OK;
+}
+
 /* A layer's backward with its weight gradient (and bias gradient) on the side branch where the
  * backend has one and finds the GEMM worth it (side_dw): dX, on the main lane, is the chain to
  * the layers below, while dW and db are read only by the optimizer (and the health checks of the
- * gradient), after dqn_backward's last side_join. ldw: W's row stride, as linear_ld_bwd's. */
-static dqn_status lin_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+ * gradient), after dqn_backward's last side_join. Elsewhere the one op. ldw: W's row stride, as
+ * linear_ld_bwd's; ld 0: linear_bwd (W's rows K apart). */
+static dqn_status lin_bwd_at(dqn_backend *be, const float *X, const float *W, int ldw, int ld,
                              const float *dY, float *dX, int acc, float *dW, float *db, int M,
                              int K, int N) {
     if (!OPS->side_begin || !OPS->side_dw || !OPS->side_dw(be, M, K, N))
-        return OPS->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, dW, db, M, K, N);
+        return ld ? OPS->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, dW, db, M, K, N)
+                  : OPS->linear_bwd(be, X, W, dY, dX, dW, db, M, K, N);
     if (dX) DQN_TRY(OPS->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, NULL, NULL, M, K, N));
-    DQN_TRY(OPS->side_begin(be));
+    DQN_TRY(side_begin(be));
     DQN_TRY(OPS->linear_ld_bwd(be, X, W, ldw, dY, NULL, 0, dW, db, M, K, N));
-    return OPS->side_end(be);
+    return side_end(be);
+}
+
+static dqn_status lin_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+                             const float *dY, float *dX, int acc, float *dW, float *db, int M,
+                             int K, int N) {
+    return lin_bwd_at(be, X, W, ldw, 1, dY, dX, acc, dW, db, M, K, N);
 }
 
 static dqn_status lin_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
                           float *dX, float *dW, float *db, int M, int K, int N) {
-    if (!OPS->side_begin || !OPS->side_dw || !OPS->side_dw(be, M, K, N))
-        return OPS->linear_bwd(be, X, W, dY, dX, dW, db, M, K, N);
-    return lin_ld_bwd(be, X, W, K, dY, dX, 0, dW, db, M, K, N);
+    return lin_bwd_at(be, X, W, K, 0, dY, dX, 0, dW, db, M, K, N);
 }
 
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
@@ -292,7 +309,7 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
         const dqn_grn_offsets *g = &L->grn[l];
         /* the side branch's weight gradients of the block after this one read dg and de, which
          * this one rewrites */
-        if (l + 1 < a->grn_blocks && OPS->side_join) DQN_TRY(OPS->side_join(be));
+        if (l + 1 < a->grn_blocks) DQN_TRY(side_join(be));
         /* LayerNorm and gate: the residual's gradient w.r.t. h into dh_in[l], the gate's into
          * dg; fc1's input gradient is then added to it by its GEMM (the residual's sum). The
          * last block reads d_trunk: in guard mode it runs d_trunk's clamp first. */
@@ -309,7 +326,7 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
         dout = w->dh_in[l];
     }
     DQN_TRY(lin_bwd(be, x, P + L->in.W, dout, NULL, G + L->in.W, G + L->in.b, B, a->obs_dim, d));
-    if (OPS->side_join) DQN_TRY(OPS->side_join(be));
+    DQN_TRY(side_join(be));
     if (hm && hm->h.mode != DQN_HEALTH_OFF)
         for (int k = 0; k < L->n_tensors; k++)
             SLOT(hm, grad[k], G + L->t[k].offset, L->t[k].size);
@@ -401,9 +418,9 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     int B = c->B;
     SLOT(hm, obs, m->x, (size_t)B * L->arch.obs_dim);
     /* the target pass reads only the sample: a branch of its own beside the online passes */
-    if (OPS->side_begin) DQN_TRY(OPS->side_begin(be));
+    DQN_TRY(side_begin(be));
     DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, 0, NULL));
-    if (OPS->side_end) DQN_TRY(OPS->side_end(be));
+    DQN_TRY(side_end(be));
     if (c->K == c->N) {
         /* one online pass over [x; x'] with [tau; tau_k] (adjacent buffers): its first B*N rows
          * are the online net on x (the backward reads that prefix), the rest pick a* */
@@ -415,7 +432,7 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
         DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, 0, NULL));
         DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
     }
-    return OPS->side_join ? OPS->side_join(be) : DQN_OK;
+    return side_join(be);
 }
 
 /* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ. */

@@ -236,6 +236,13 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
 #endif
 }
 
+/* every cp_async16 of the thread landed */
+__device__ __forceinline__ void cp_async_wait_all(void) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 /* Broadcast kernels over the per-tau rows r = s*T + t of a per-state row s (iqn_fwd,
  * bcast_add_act): a thread takes BC_VEC columns of one state for BC_TAUS taus, so its index
  * arithmetic (32-bit) is done once for BC_VEC * BC_TAUS elements, the per-state values are loaded

@@ -161,12 +161,6 @@ __device__ static float fault_value(int kind) {
     return kind == 1 ? __int_as_float(0x7fc00000) : kind == 2 ? __int_as_float(0x7f800000) : 1e30f;
 }
 
-__device__ static void cp16_wait(void) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
-
 /* bytes (rounded up to 16) from 16-byte aligned src, the block's threads in turn */
 __device__ static void stage_bytes(void *dst, const void *src, size_t bytes) {
     for (size_t i = threadIdx.x; i < (bytes + 15) / 16; i += HT)
@@ -343,7 +337,7 @@ __device__ static void tail(const hparams *k, int64_t update, const hpart *mine,
                     sizeof(dqn_health_block) - offsetof(dqn_health_block, event));
     }
     if (t == 0 && mine_at >= 0) stage[mine_at] = *mine;
-    cp16_wait();
+    cp_async_wait_all();
     __syncthreads();
     if (t == 0 && own_skip >= 0) sb.skip = own_skip;   /* read by commit, after the next barrier */
 #pragma unroll 1

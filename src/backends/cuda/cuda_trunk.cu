@@ -94,9 +94,7 @@ __global__ void __launch_bounds__(TR_T) k_trunk_fwd(dqn_trunk_io k) {
         tr_stage_rows(ba + 3 * d, g->gamma, 1, d);
         tr_stage_rows(ba + 4 * d, g->beta, 1, d);
     }
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
+    cp_async_wait_all();
     __syncthreads();
     if (k.W_in) {
         tr_layer(xs, obs, win, bin, d, DQN_ACT_NONE, hs, ld, k.h0 + (size_t)row0 * d, rows);
