@@ -53,6 +53,13 @@ ifeq ($(CUDA),1)
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -L$(NCCL_HOME)/lib \
             -Wl,-rpath,$(NCCL_HOME)/lib -lnccl -lcublasLt -lcublas -lcudart -lstdc++
   OBJS_CU := $(patsubst src/%.cu,$(BUILD)/obj/%.o,$(CU_SRCS))
+  # CUPTI (bench_timeline's kernel records) where the toolkit has its header and library
+  CUPTI_H := $(firstword $(wildcard $(CUDA_HOME)/include/cupti.h $(CUDA_HOME)/extras/CUPTI/include/cupti.h))
+  CUPTI_SO := $(firstword $(wildcard $(CUDA_HOME)/lib64/libcupti.so $(CUDA_HOME)/extras/CUPTI/lib64/libcupti.so))
+  ifneq ($(and $(CUPTI_H),$(CUPTI_SO)),)
+    $(BUILD)/bench/bench_timeline: CFLAGS += -DDQN_HAVE_CUPTI=1 -I$(dir $(CUPTI_H))
+    $(BUILD)/bench/bench_timeline: LDLIBS += -L$(dir $(CUPTI_SO)) -Wl,-rpath,$(dir $(CUPTI_SO)) -lcupti
+  endif
 else
   OBJS_CU :=
 endif
@@ -69,7 +76,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 all: info $(BUILD)/libdqn.a $(BUILD)/libdqn.so $(BUILD)/dqn $(TESTS) $(BENCHES)
 
 info:
-	@echo "dqn: GEMM=$(BLAS) CUDA=$(CUDA) SAN=$(SAN) build=$(BUILD)"
+	@echo "dqn: GEMM=$(BLAS) CUDA=$(CUDA) SAN=$(SAN) build=$(BUILD)$(if $(CUPTI_SO), CUPTI=1)"
 
 $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)

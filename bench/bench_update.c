@@ -10,13 +10,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "backends/backend.h"
 #include "backends/cpu/cpu.h"
+#include "bench_model.h"
 #include "core/error.h"
-#include "dqn_philox.h"
-#include "model/model.h"
 #include "op_counter.h"
-#include "replay/replay.h"
 
 static double now(void) {
     struct timespec t;
@@ -56,17 +53,7 @@ int main(int argc, char **argv) {
         nB = 0;
         for (int i = first; i < argc && nB < 16; i++) Bs[nB++] = atoi(argv[i]);
     }
-    dqn_arch a;
-    memset(&a, 0, sizeof a);
-    int seed_model = strcmp(model, "seed") == 0;
-    static const int br_cart[] = {2}, br_seed[] = {3, 5, 5};
-    a.obs_dim = seed_model ? 64 : 4;
-    a.d = seed_model ? 256 : 64;
-    a.grn_blocks = seed_model ? 2 : 1;
-    a.n_cos = 64;
-    a.bottleneck = seed_model ? 128 : 0;
-    a.head_hidden = seed_model ? 256 : 64;
-    dqn_branches_init(&a.br, seed_model ? 3 : 1, seed_model ? br_seed : br_cart);
+    dqn_arch a = bench_arch(model);
     for (int k = 0; k < nB; k++) {
         int B = Bs[k];
         dqn_backend *be = NULL;
@@ -78,37 +65,16 @@ int main(int argc, char **argv) {
         oc_dry = count;
         if (s) return fail("backend", s);
         if (strcmp(dev, "cpu") == 0) dqn_cpu_set_threads(1);   /* one core, as the solve bench */
-        dqn_update_cfg u;
-        memset(&u, 0, sizeof u);
-        u.B = B; u.N = u.Nt = u.K = 32; u.mode = DQN_TARGET_MEAN; u.kappa = 1;
-        u.lr = 1e-4f; u.beta1 = 0.9f; u.beta2 = 0.999f; u.adam_eps = 1e-8f; u.grad_clip = 10;
-        u.head_grad_clip = 5; u.target_period = 1000; u.seed = 1;
-        u.health = health; u.guard_scale = 1e6f; u.guard_floor = 1e3f;
+        dqn_update_cfg u = bench_ucfg(B, health);
         dqn_model m;
         if ((s = dqn_model_create(&m, be, &a, &u)) || (s = dqn_model_init_weights(&m, 1)))
             return fail("model", s);
-        int cap = 4096, obs = a.obs_dim, D = a.br.D;
         dqn_replay r;
-        if ((s = dqn_replay_create(&r, be, cap, obs, D))) return fail("replay", s);
-        float *o = malloc((size_t)cap * obs * 4), *no = malloc((size_t)cap * obs * 4);
-        float *R = malloc((size_t)cap * 4), *dc = malloc((size_t)cap * 4);
-        int32_t *ac = malloc((size_t)cap * D * 4);
-        for (size_t j = 0; j < (size_t)cap * obs; j++) {
-            o[j] = 2 * dqn_philox_uniform(5, 1, j) - 1;
-            no[j] = 2 * dqn_philox_uniform(5, 2, j) - 1;
-        }
-        for (int j = 0; j < cap; j++) {
-            R[j] = dqn_philox_uniform(5, 3, (uint64_t)j);
-            dc[j] = 0.97f;
-            for (int b = 0; b < D; b++)
-                ac[j * D + b] = (int32_t)dqn_philox_below(5, 4, (uint64_t)(j * D + b), (uint32_t)a.br.n[b]);
-        }
-        if ((s = dqn_replay_add(&r, o, ac, R, dc, no, cap))) return fail("replay add", s);
+        if ((s = bench_replay(&r, be, &a))) return fail("replay", s);
         dqn_replay_view v;
         dqn_replay_view_of(&r, &v);
         if (count) {
             if ((s = print_counts(&m, &v, model, B))) return fail("count", s);
-            free(o); free(no); free(R); free(dc); free(ac);
             dqn_replay_destroy(&r);
             dqn_model_destroy(&m);
             be->ops->destroy(be);
@@ -135,7 +101,6 @@ int main(int argc, char **argv) {
                "%.3f ms/update, %.0f samples/s\n",
                be->ops->name, model, cuda ? "own+cublas" : dqn_cpu_gemm_name(), tf32 ? "tf32" : "fp32",
                hname[health], B, ups, 1e3 / ups, ups * B);
-        free(o); free(no); free(R); free(dc); free(ac);
         dqn_replay_destroy(&r);
         dqn_model_destroy(&m);
         be->ops->destroy(be);

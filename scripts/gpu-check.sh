@@ -3,10 +3,11 @@
 # GPU op tests (small shapes), the benchmarks (ours and the PyTorch peer in the same run, the
 # health subsystem's overhead). Logs go to $OUT when set (else build-gpu/check-logs); a short table
 # comes last. Exits non-zero if any step failed.
-#   PARTS="tests san bench torch extra prof ab" (default: all but prof and ab) picks the parts; SAN_TIMEOUT
-#   (s) per sanitizer run; BS the batch sizes of the update benchmark; prof runs
-#   scripts/gpu-profile.sh (per-kernel times under Nsight Compute) into the logs; ab compares
-#   runtime switches (AB_VARS, AB_RUNS, below).
+#   PARTS="tests san bench torch extra prof ab timeline dot" (default: tests san bench torch extra)
+#   picks the parts; SAN_TIMEOUT (s) per sanitizer run; BS the batch sizes of the update
+#   benchmark; prof runs scripts/gpu-profile.sh (per-kernel times under Nsight Compute) into the
+#   logs; ab compares runtime switches (AB_VARS, AB_RUNS, below); timeline prints each kernel's
+#   start and end inside a replay (bench_timeline, TL_VARS, TL_RUNS, below).
 set -u
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/cuda/bin NCCL_NVLS_ENABLE=0
@@ -88,6 +89,21 @@ if has ab && [ -x $BUILD/bench/bench_update ]; then
   done > "$LOG/bench-ab.txt"
   row bench-ab ok "$(grep -c '^update' "$LOG/bench-ab.txt") rows"
 fi
+# where a replay's time goes: each kernel's start and end as the graph runs them (CUPTI), for
+# TL_RUNS (device,model,health,B), under each of TL_VARS (as AB_VARS); the summary lines last
+if has timeline && [ -x $BUILD/bench/bench_timeline ]; then
+  TL_VARS=${TL_VARS:-DQN_CUDA_SIDE=1}
+  TL_RUNS=${TL_RUNS:-cuda,cartpole,off,256 cuda,cartpole,off,1024 cuda,seed,off,32}
+  for r in $TL_RUNS; do
+    IFS=, read -r dev model h b <<<"$r"
+    for v in $TL_VARS; do
+      echo "== [$v] $dev $model $h $b"
+      env ${v//+/ } $BUILD/bench/bench_timeline "$dev" "$model" "$h" "$b" 2>&1 | sed "s/^timeline/timeline [$v]/"
+    done
+  done > "$LOG/timeline.txt"
+  row timeline "$(grep -q 'span' "$LOG/timeline.txt" && echo ok || echo FAIL)" \
+      "$(grep -c ' span ' "$LOG/timeline.txt") runs"
+fi
 # the composed update graphs as DOT (nodes, kernels, edge types), cartpole and seed, health off
 if has dot && [ -x $BUILD/bench/bench_update ]; then
   for model in cartpole seed; do
@@ -122,6 +138,7 @@ if has extra; then
 fi
 grep -hE '^(update|torch|multigpu|market)' "$LOG/bench.txt" "$LOG/bench-health.txt" \
     "$LOG/bench-ab.txt" "$LOG"/extra-*.txt 2>/dev/null || true
+grep -h ' span ' "$LOG/timeline.txt" 2>/dev/null || true
 
 # on the device machine every log goes back as one archive (the tool brings back 8 files)
 cp $BUILD/test-logs/*.log "$LOG/" 2>/dev/null

@@ -26,10 +26,13 @@
 /* OWN_GEMM_MACS (cuda_common.cuh): the own GEMM kernels up to this many multiply-adds (fp32,
  * K and N at most 128) */
 #define OWN_GEMM_MACS (1 << 25)
+/* DQN_CUDA_OWN_TF32_MACS (cuda_common.cuh): in TF32 math the own (fp32) kernels up to this many
+ * (the backend gpu_tf32_own) */
+#define OWN_TF32_MACS (1 << 24)
 /* TRUNK_ROWS (cuda_common.cuh): trunk_fwd in one kernel up to this many rows */
 #define TRUNK_ROWS 2048
 
-static dqn_backend *gpu, *gpu_tf32, *cpu;
+static dqn_backend *gpu, *gpu_tf32, *gpu_tf32_own, *cpu;
 static uint64_t draw;   /* input draws never repeat within the run */
 
 /* ---- buffers: every test value exists on the CPU backend and as a device copy ---- */
@@ -195,6 +198,15 @@ static void test_linear(int M, int K, int N, int off, int timed) {
         CHECK_OK(gpu_tf32->ops->sync(gpu_tf32));
         double e = expect_f("linear_fwd (tf32 backend)", Y, TOL_TF32);
         CHECK(e > e32, "tf32 error %.2e not above fp32's %.2e: TF32 not in use?", e, e32);
+    } else if (gpu_tf32_own && M * (double)K * N <= OWN_TF32_MACS && K <= 128 && N <= 128) {
+        /* a small layer: with DQN_CUDA_OWN_TF32_MACS the TF32 backend runs the own fp32
+         * kernels, fp32's accuracy */
+        poison(Y.g, Y.n * sizeof(float));
+        CHECK_OK(gpu_tf32_own->ops->linear_fwd(gpu_tf32_own, X.g, W.g, b.g, Y.g, M, K, N));
+        CHECK_OK(gpu_tf32_own->ops->sync(gpu_tf32_own));
+        double e = expect_f("linear_fwd (tf32 backend, own kernels)", Y, TOL_RED);
+        CHECK(e < 1e-5, "tf32 backend at %.3g multiply-adds: error %.2e, want fp32's (own kernels)",
+              M * (double)K * N, e);
     }
     vf Ynb = out_f((size_t)M * N);
     CPU(linear_fwd, X.c, W.c, NULL, Ynb.c, M, K, N);
@@ -1366,6 +1378,15 @@ static void time_model_updates(void) {
  * eagerly and captured, its work is in place after the join. The side runs a long GEMM through
  * cuBLAS (its own workspace) while the main stream runs another; the sum after the join reads
  * both, so a join that did not wait would read the side's output still poisoned. */
+/* an fp32 CUDA backend made with the switch var=val (NULL, checked, when it cannot be made) */
+static dqn_backend *cuda_with(const char *var, const char *val) {
+    dqn_backend *be = NULL;
+    setenv(var, val, 1);
+    CHECK_OK(dqn_backend_cuda_create(&be, 0, DQN_MATH_FP32));
+    unsetenv(var);
+    return be;
+}
+
 static void test_side_branch(void) {
     printf("side branch: out of order calls, then eager and captured runs\n");
     CHECK(gpu->ops->side_end(gpu) == DQN_ERR_ARG, "side_end without side_begin was accepted");
@@ -1415,6 +1436,37 @@ static void test_side_branch(void) {
     CHECK_OK(gpu->ops->capture_end(gpu, &child));
     CHECK(child != NULL, "a capture with a join and nothing pending failed");
     if (child) gpu->ops->graph_destroy(gpu, child, 0);
+    /* an op's leaf left on the side (heads_bwd's sums with DQN_CUDA_SIDE_LEAF=1): capture_end
+     * joins it, and the graph gives the CPU's values */
+    dqn_backend *lb = cuda_with("DQN_CUDA_SIDE_LEAF", "1");
+    if (lb) {
+        const int R = 96, H = 32, A = 4;
+        vf hva = in_relu((size_t)R * 2 * H), Wv2 = in_f((size_t)H, -1, 1);
+        vf Wa2 = in_f((size_t)A * H, -1, 1), dV = in_f((size_t)R, -1, 1);
+        vf dAdv = in_f((size_t)R * A, -1, 1), dhva = out_f((size_t)R * 2 * H);
+        vf o[5] = {out_f(2 * (size_t)H), out_f((size_t)H), out_f(1), out_f((size_t)A * H),
+                   out_f((size_t)A)};
+        CPU(heads_bwd, hva.c, Wv2.c, Wa2.c, dV.c, dAdv.c, NULL, 0.0f, dhva.c, o[0].c, o[1].c,
+            o[2].c, o[3].c, o[4].c, R, H, A);
+        void *g = NULL, *ex = NULL;
+        CHECK_OK(lb->ops->capture_begin(lb));
+        CHECK_OK(lb->ops->heads_bwd(lb, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, NULL, 0.0f, dhva.g,
+                                    o[0].g, o[1].g, o[2].g, o[3].g, o[4].g, R, H, A));
+        CHECK_OK(lb->ops->capture_end(lb, &g));
+        if (g) CHECK_OK(lb->ops->graph_compose(lb, &g, 1, &ex));
+        if (ex) CHECK_OK(lb->ops->graph_launch(lb, ex));
+        CHECK_OK(lb->ops->sync(lb));
+        expect_f("captured heads_bwd, sums on the side: dhva", dhva, TOL_RED);
+        const char *nm[5] = {"dbva", "dWv2", "dbv2", "dWa2", "dba2"};
+        char w[80];
+        for (int k = 0; k < 5; k++) {
+            snprintf(w, sizeof w, "captured heads_bwd, sums on the side: %s", nm[k]);
+            expect_f(w, o[k], TOL_RED);
+        }
+        if (g) lb->ops->graph_destroy(lb, g, 0);
+        if (ex) lb->ops->graph_destroy(lb, ex, 1);
+        lb->ops->destroy(lb);
+    }
     release_all();
 }
 
@@ -1433,15 +1485,6 @@ static void test_errors(void) {
     CHECK(s == DQN_ERR_ARG && none == NULL, "device index out of range: %s", dqn_last_error());
 }
 
-/* an fp32 CUDA backend made with the switch var=val (NULL, checked, when it cannot be made) */
-static dqn_backend *cuda_with(const char *var, const char *val) {
-    dqn_backend *be = NULL;
-    setenv(var, val, 1);
-    CHECK_OK(dqn_backend_cuda_create(&be, 0, DQN_MATH_FP32));
-    unsetenv(var);
-    return be;
-}
-
 int main(void) {
     dqn_status s = dqn_backend_cuda_create(&gpu, 0, DQN_MATH_FP32);
     if (s == DQN_ERR_UNSUPPORTED) {
@@ -1455,6 +1498,9 @@ int main(void) {
     CHECK_OK(dqn_backend_cuda_create(&gpu_tf32, 0, DQN_MATH_TF32));
     CHECK_OK(dqn_backend_cpu_create(&cpu));
     if (!gpu_tf32 || !cpu) return check_finish("test_gpu_ops");
+    setenv("DQN_CUDA_OWN_TF32_MACS", "16777216", 1);
+    CHECK_OK(dqn_backend_cuda_create(&gpu_tf32_own, 0, DQN_MATH_TF32));
+    unsetenv("DQN_CUDA_OWN_TF32_MACS");
     const int br2[1] = {2}, br355[3] = {3, 5, 5};
     /* DQN_GPU_TEST_SMALL=1 (under compute-sanitizer): the odd shapes only, no timings */
     int full = getenv("DQN_GPU_TEST_SMALL") == NULL;
@@ -1462,7 +1508,7 @@ int main(void) {
     /* the own GEMM kernels (fp32, layers at most 128 wide, up to OWN_GEMM_MACS): 32-row tiles,
      * no split; 32-row tiles, dW split 38 ways; 64-row forward tiles; 3 output rows of dW; then
      * cuBLAS, with BGRADB and past BGRADB_MAX_ROWS with the column sum (the TF32 backend takes
-     * cuBLAS at every size) */
+     * cuBLAS at every size; with DQN_CUDA_OWN_TF32_MACS the own kernels up to that) */
     test_linear(37, 19, 23, 1, 0);
     test_linear(3000, 70, 45, 1, 0);
     test_linear(4100, 33, 120, 0, 0);
@@ -1479,6 +1525,17 @@ int main(void) {
             test_linear(3000, 70, 45, 1, 0);
             gpu = own;
             blas->ops->destroy(blas);
+        }
+        /* the own kernels at the seed model's widths (DQN_CUDA_OWN_GEMM_WIDTH, to compare) */
+        dqn_backend *wide = cuda_with("DQN_CUDA_OWN_GEMM_WIDTH", "512");
+        if (wide) {
+            gpu = wide;
+            printf("own GEMMs up to 512 wide:\n");
+            test_linear(64, 256, 256, 0, 0);
+            test_linear(200, 256, 512, 1, 0);
+            test_linear(200, 512, 128, 0, 0);
+            gpu = own;
+            wide->ops->destroy(wide);
         }
         /* own dW GEMMs with cuBLAS's dX (DQN_CUDA_OWN_DW_MACS above DQN_CUDA_OWN_GEMM_MACS), and
          * cuBLAS's dW with own dX (below) */
@@ -1531,7 +1588,7 @@ int main(void) {
     }
     /* trunk_fwd: the one kernel (d <= 64, widths a multiple of 4, up to TRUNK_ROWS rows, fp32)
      * with a short last block of rows, d not a multiple of a warp, several blocks, wide input, no
-     * input layer, no block; the sequence past its limits (obs, rows, d) and in TF32 */
+     * input layer, no block; the sequence past its limits (obs, rows, d); TF32 math */
     test_trunk(gpu, 1, 4, 64, 1, 1, 1, TOL_RED, 0);
     test_trunk(gpu, 37, 8, 48, 2, 1, 1, TOL_RED, 0);
     test_trunk(gpu, 11, 6, 64, 1, 1, 1, TOL_RED, 0);
@@ -1540,6 +1597,11 @@ int main(void) {
     test_trunk(gpu, 9, 5, 64, 0, 1, 1, TOL_RED, 0);
     test_trunk(gpu, 130, 4, 96, 1, 1, 0, TOL_RED, 0);
     test_trunk(gpu_tf32, 40, 4, 64, 1, 1, 0, TOL_TF32, 0);
+    if (gpu_tf32_own) {   /* the kernel in TF32 math too; past TRUNK_ROWS the sequence, its
+                           * d -> 2d layer past OWN_TF32_MACS on cuBLAS's TF32 */
+        test_trunk(gpu_tf32_own, 40, 4, 64, 1, 1, 1, TOL_RED, 0);
+        test_trunk(gpu_tf32_own, 3000, 4, 64, 1, 1, 0, TOL_TF32, 0);
+    }
     if (full) {
         test_trunk(gpu, 64, 4, 64, 1, 1, 1, TOL_RED, 1);
         test_trunk(gpu, 512, 4, 64, 1, 1, 1, TOL_RED, 1);
@@ -1608,12 +1670,30 @@ int main(void) {
         test_model_update_on(emb, 128, 0, DQN_TARGET_MEAN, 0, 48, 8, 8);
         emb->ops->destroy(emb);
     }
+    /* the switches that wait for an H200's A/B before they become defaults: the update on each
+     * against the CPU (SMS: the side's cuBLAS GEMMs at d = 256; the own kernels at d = 256; TF32
+     * with own kernels: fp32's accuracy at these sizes) */
+    const char *sw[4][2] = {{"DQN_CUDA_SIDE_LEAF", "1"}, {"DQN_CUDA_SIDE_PRIO", "1"},
+                            {"DQN_CUDA_SIDE_SMS", "66"}, {"DQN_CUDA_OWN_GEMM_WIDTH", "512"}};
+    for (int k = 0; k < 4; k++) {
+        dqn_backend *be = cuda_with(sw[k][0], sw[k][1]);
+        if (!be) continue;
+        printf("with %s=%s:\n", sw[k][0], sw[k][1]);
+        test_model_update_on(be, 32, 24, DQN_TARGET_MEAN, 0, 64, 8, 8);
+        test_model_update_on(be, 256, 24, DQN_TARGET_INDEPENDENT, 1, 37, 8, 5);
+        be->ops->destroy(be);
+    }
+    if (gpu_tf32_own) {
+        printf("TF32 backend with DQN_CUDA_OWN_TF32_MACS:\n");
+        test_model_update_on(gpu_tf32_own, 32, 24, DQN_TARGET_MEAN, 0, 64, 8, 8);
+    }
     if (full) time_model_updates();
     test_side_branch();
     test_errors();
 
     gpu->ops->destroy(gpu);
     gpu_tf32->ops->destroy(gpu_tf32);
+    if (gpu_tf32_own) gpu_tf32_own->ops->destroy(gpu_tf32_own);
     cpu->ops->destroy(cpu);
     return check_finish("test_gpu_ops");
 }

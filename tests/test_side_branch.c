@@ -4,9 +4,12 @@
  * latest schedule the contract allows; the CUDA backend may run them anywhere in between) must
  * give the plain CPU backend's update bit for bit: an op of the main branch that read a side
  * output too early would see the previous update's values, and one that overwrote a side input
- * would change what the deferred op computes. Models with one and two GRN blocks, the bottleneck
- * (split and not), K = N and K != N, health off and guard. */
+ * would change what the deferred op computes. heads_bwd's leaves, which an op may finish on the
+ * side branch, likewise wait for the join. Models with one, two and three GRN blocks, the
+ * bottleneck (split and not), K = N and K != N, health off and guard. */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -19,7 +22,9 @@ enum { QMAX = 64 };
 
 /* ---- the deferring backend: the CPU's ops, the side's queued until side_join ---- */
 
-typedef enum { Q_TRUNK, Q_EMBED, Q_LIN_ACT, Q_LD_FWD, Q_BCAST, Q_HEADS, Q_LIN_BWD, Q_LD_BWD } qkind;
+typedef enum {
+    Q_TRUNK, Q_EMBED, Q_LIN_ACT, Q_LD_FWD, Q_BCAST, Q_HEADS, Q_LIN_BWD, Q_LD_BWD, Q_COPY
+} qkind;
 
 typedef struct {
     qkind kind;
@@ -30,6 +35,8 @@ typedef struct {
     const void *plan;
     const dqn_branches *br;
     dqn_trunk_io trunk;   /* a copy: the caller's lives on its stack */
+    size_t count;         /* Q_COPY: floats from in[0] to out[0] */
+    float *own;           /* freed once the call has run */
 } qcall;
 
 static dqn_backend *inner;
@@ -45,9 +52,12 @@ static dqn_status push(const qcall *q) {
     return DQN_OK;
 }
 
-static dqn_status run(const qcall *q) {
+static dqn_status run_op(const qcall *q) {
     const dqn_ops *o = inner->ops;
     switch (q->kind) {
+    case Q_COPY:
+        memcpy(q->out[0], q->in[0], q->count * sizeof(float));
+        return DQN_OK;
     case Q_TRUNK: return o->trunk_fwd(inner, &q->trunk);
     case Q_EMBED:
         return o->iqn_embed_fwd(inner, q->in[0], q->in[1], q->in[2], q->in[3], q->out[0],
@@ -71,6 +81,12 @@ static dqn_status run(const qcall *q) {
                                 q->out[1], q->out[2], q->n[0], q->n[1], q->n[2]);
     }
     return DQN_ERR(DQN_ERR_ARG, "test: op kind %d", (int)q->kind);
+}
+
+static dqn_status run(const qcall *q) {
+    dqn_status s = run_op(q);
+    free(q->own);
+    return s;
 }
 
 static dqn_status d_side_begin(dqn_backend *be) {
@@ -155,6 +171,34 @@ static dqn_status d_linear_ld_bwd(dqn_backend *be, const float *X, const float *
     DEFER(q);
 }
 
+/* heads_bwd's five leaves (backend.h) are finished at the next join, as a backend with a side
+ * branch may finish them there; until then they hold NaN, which a read before the join shows */
+static dqn_status d_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
+                              const float *dV, const float *dAdv, const float *norms,
+                              float max_norm, float *dhva, float *dbva, float *dWv2, float *dbv2,
+                              float *dWa2, float *dba2, int R, int H, int A) {
+    (void)be;
+    float *dst[5] = {dbva, dWv2, dbv2, dWa2, dba2}, *tmp[5] = {NULL};
+    const size_t cnt[5] = {dbva ? 2 * (size_t)H : 0, (size_t)H, 1, (size_t)A * H, (size_t)A};
+    dqn_status s = DQN_OK;
+    for (int k = 0; k < 5 && s == DQN_OK; k++)
+        if (cnt[k] && !(tmp[k] = malloc(cnt[k] * sizeof(float))))
+            s = DQN_ERR(DQN_ERR_NOMEM, "test: heads_bwd leaves");
+    if (s == DQN_OK)
+        s = inner->ops->heads_bwd(inner, hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, tmp[0],
+                                  tmp[1], tmp[2], tmp[3], tmp[4], R, H, A);
+    for (int k = 0; k < 5; k++) {
+        if (s == DQN_OK && cnt[k]) {
+            for (size_t i = 0; i < cnt[k]; i++) dst[k][i] = NAN;
+            qcall q = {.kind = Q_COPY, .in = {tmp[k]}, .out = {dst[k]}, .count = cnt[k],
+                       .own = tmp[k]};
+            if ((s = push(&q)) == DQN_OK) continue;   /* the queued copy frees it */
+        }
+        free(tmp[k]);
+    }
+    return s;
+}
+
 static dqn_backend *deferring_create(void) {
     CHECK_OK(dqn_backend_cpu_create(&inner));
     if (!inner) return NULL;
@@ -166,6 +210,7 @@ static dqn_backend *deferring_create(void) {
     ops.linear_act_fwd = d_linear_act_fwd, ops.linear_ld_fwd = d_linear_ld_fwd;
     ops.bcast_add_act = d_bcast_add_act, ops.heads_fwd = d_heads_fwd;
     ops.linear_bwd = d_linear_bwd, ops.linear_ld_bwd = d_linear_ld_bwd;
+    ops.heads_bwd = d_heads_bwd;
     dfr = *inner;
     dfr.ops = &ops;
     return &dfr;

@@ -272,7 +272,10 @@ typedef struct dqn_ops {
      * dhva[:, 0:H] = (gV Wv2) * (hv > 0), dhva[:, H:2H] = (gA Wa2) * (ha > 0) (written);
      * dWv2 = gV^T hv, dbv2 = sum gV, dWa2 = gA^T ha, dba2 = column sums of gA (overwritten);
      * dbva [2H], when not NULL, = column sums of dhva: the stacked hidden layer's bias gradient,
-     * summed here so that its own backward does not read dhva again for it. */
+     * summed here so that its own backward does not read dhva again for it. Those five are leaves
+     * of the backward: a backend with a side branch may finish them on it (CUDA: the parts' sum,
+     * in a capture, when nothing is pending there), so the caller reads or rewrites them only
+     * after the next side_join. */
     dqn_status (*heads_bwd)(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
                             const float *dV, const float *dAdv, const float *norms,
                             float max_norm, float *dhva, float *dbva, float *dWv2, float *dbv2,

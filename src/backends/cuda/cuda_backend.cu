@@ -228,7 +228,14 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->device = device;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&c->lane[0].stream, cudaStreamNonBlocking));
+    /* DQN_CUDA_SIDE_PRIO=1: the main lane at the greatest priority, the side lane at the least,
+     * so that the block scheduler serves the critical chain first (to compare) */
+    const char *sp = getenv("DQN_CUDA_SIDE_PRIO");
+    c->side_prio = sp && strcmp(sp, "1") == 0;
+    int prio_least = 0, prio_greatest = 0;
+    if (c->side_prio) CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&c->lane[0].stream, cudaStreamNonBlocking,
+                                            prio_greatest));
     c->stream = c->lane[0].stream;
     int major = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -246,6 +253,10 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->own_gemm_macs = og && *og ? atof(og) : OWN_GEMM_MACS;
     const char *od = getenv("DQN_CUDA_OWN_DW_MACS");     /* dW GEMMs apart (default: the same) */
     c->own_dw_macs = od && *od ? atof(od) : c->own_gemm_macs;
+    const char *owd = getenv("DQN_CUDA_OWN_GEMM_WIDTH");
+    c->own_gemm_width = owd && *owd ? atoi(owd) : OWN_GEMM_WIDTH;
+    const char *o3 = getenv("DQN_CUDA_OWN_TF32_MACS");   /* to compare in TF32 math */
+    c->own_tf32_macs = o3 && *o3 ? atof(o3) : OWN_TF32_MACS;
     const char *hs = getenv("DQN_CUDA_HEALTH_STAGE_PARTS");   /* to compare the health tails */
     c->health_stage_parts = hs && *hs ? atoi(hs) : 0;
     const char *om = getenv("DQN_CUDA_GEMM_ONE_MACS"), *ow = getenv("DQN_CUDA_GEMM_ONE_WIDTH");
@@ -267,11 +278,17 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
      * (to compare): the side branch is the main lane itself, so its ops run in order */
     const char *sm = getenv("DQN_CUDA_SIDE_DW_MACS");   /* to compare the backward's branches */
     c->side_dw_macs = sm && *sm ? atof(sm) : SIDE_DW_MACS;
+    const char *ss_ = getenv("DQN_CUDA_SIDE_SMS");   /* to compare the side's GEMM widths */
+    c->side_sms = ss_ && *ss_ ? atoi(ss_) : 0;
+    if (c->side_sms < 0 || c->side_sms >= c->sm_count) c->side_sms = 0;
+    const char *sl = getenv("DQN_CUDA_SIDE_LEAF");   /* not yet run on a GPU: off by default */
+    c->side_leaf = sl && strcmp(sl, "1") == 0;
     const char *sd = getenv("DQN_CUDA_SIDE");
     const int side = !(sd && strcmp(sd, "0") == 0);
     for (int k = side; k >= 0; k--) {
         if (k == 1)
-            CUDA_CHECK(cudaStreamCreateWithFlags(&c->lane[1].stream, cudaStreamNonBlocking));
+            CUDA_CHECK(cudaStreamCreateWithPriority(&c->lane[1].stream, cudaStreamNonBlocking,
+                                                    prio_least));
         CUDA_CHECK(cudaMalloc(&c->lane[k].workspace, CUDA_WORKSPACE_BYTES));
         CUDA_CHECK(cudaMalloc((void **)&c->lane[k].scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
         CUDA_CHECK(cudaMalloc((void **)&c->lane[k].blocks_done, CUDA_COUNTERS * sizeof(unsigned)));

@@ -48,7 +48,15 @@ extern "C" {
  * cuda_gemm.cu), cuBLAS above; DQN_CUDA_OWN_GEMM_MACS overrides it at start-up (0: cuBLAS
  * everywhere), to compare. */
 #define OWN_GEMM_MACS ((double)(1 << 25))
+/* ... and K, N at most this (the seed model's 256-wide layers ran 8-22% slower on them in the
+ * fifth session, before the split tail and epilogue loads; DQN_CUDA_OWN_GEMM_WIDTH, to compare) */
 #define OWN_GEMM_WIDTH 128
+/* In TF32 math the own kernels (fp32, closer to the exact product than TF32) may still run the
+ * GEMMs up to this many multiply-adds, where TF32 cannot shorten a latency-bound GEMM: 2^24 takes
+ * all of the cartpole model's at B = 32, whose fp32 update (own kernels) took 0.086 ms on the H200
+ * against 0.096 with TF32 cuBLAS (twelfth session), and its trunk at B = 256 (trunk_fwd). Off
+ * (cuBLAS's TF32 at every size) until an H200 has run it: DQN_CUDA_OWN_TF32_MACS=16777216. */
+#define OWN_TF32_MACS 0.0
 /* Tile counters of the own GEMM's split reductions */
 #define SG_COUNTERS 1024
 
@@ -57,6 +65,7 @@ extern "C" {
 typedef struct {
     int M, K, N, ld, has_bias, relu;   /* ld: W's row stride (dgrad: dW's) */
     int dgrad;           /* the dW GEMM with db from the BGRADB epilogue (else a forward plan) */
+    int sms;             /* the heuristic's multiprocessor target (0: all; side_sms on the side) */
     uint32_t align[4];   /* X, W, Y, b (dgrad: X, dY, dW, db) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
@@ -90,8 +99,16 @@ typedef struct {
         unsigned *blocks_done, *sg_done;
     } lane[2];
     int on_side, side_pending;     /* issuing on the side lane; side work since the last join */
+    int capturing;                 /* between capture_begin and capture_end */
+    int side_leaf;                 /* ops finish their leaf outputs on an idle side lane while
+                                    * capturing (cuda_side_leaf; DQN_CUDA_SIDE_LEAF=1) */
     cudaEvent_t side_fork, side_done;
     double side_dw_macs;           /* weight gradients on the side up to this (SIDE_DW_MACS) */
+    int side_prio;                 /* the main lane's kernels scheduled before the side's
+                                    * (stream priorities kept as graph node priorities;
+                                    * DQN_CUDA_SIDE_PRIO=1, to compare) */
+    int side_sms;                  /* cuBLAS on the side lane picks its kernels for this many
+                                    * multiprocessors (DQN_CUDA_SIDE_SMS; 0: all of them) */
     int smem_optin;                /* shared memory a block may ask for (bytes) */
     int trunk_rows;                /* trunk_fwd in one kernel up to this many rows (TRUNK_ROWS) */
     int gemm_one_kernel;           /* prefer cublasLt algorithms without split-K (one node) */
@@ -107,6 +124,8 @@ typedef struct {
                                     * would run (DQN_CUDA_GEMM_PICK; 0: the first) */
     double own_gemm_macs;          /* own GEMM kernels up to this many multiply-adds (OWN_GEMM_MACS) */
     double own_dw_macs;            /* the same for the dW GEMMs (their reduction split) */
+    double own_tf32_macs;          /* in TF32 math, own kernels up to this too (OWN_TF32_MACS) */
+    int own_gemm_width;            /* ... for K and N up to this (OWN_GEMM_WIDTH) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
     int sg_split;                  /* own dW GEMMs: blocks a multiprocessor to split toward (0: none) */
     int sg_tile;                   /* own GEMMs' tile: 32, 64, or 0 (by the grid's size) */
@@ -117,6 +136,12 @@ typedef struct {
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }
+
+/* The most multiply-adds a GEMM may have to run on the own fp32 kernels (cuda_sgemm.cu,
+ * trunk_fwd) under the limit `upto`: in TF32 math also at most own_tf32_macs. */
+static inline double cuda_own_macs(const cuda_impl *c, double upto) {
+    return c->compute == CUBLAS_COMPUTE_32F || upto < c->own_tf32_macs ? upto : c->own_tf32_macs;
+}
 
 const char *cuda_hint(cudaError_t e);
 
@@ -513,6 +538,7 @@ dqn_status cuda_side_begin(dqn_backend *be);
 dqn_status cuda_side_end(dqn_backend *be);
 dqn_status cuda_side_join(dqn_backend *be);
 int cuda_side_dw(dqn_backend *be, int M, int K, int N);
+int cuda_side_leaf(const cuda_impl *c);
 dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
                                 const float *gamma, const float *beta, float *r, float *y,
                                 float *mean, float *rstd, int M, int d);

@@ -413,14 +413,18 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
         chunk *= 2;
         P = (R + chunk - 1) / chunk;
     }
+    /* the parts' sum writes only leaves (backend.h): off the input gradient's chain on an idle
+     * side lane, the parts then in that lane's scratch */
+    const int leaf = cuda_side_leaf(c);
+    float *part = leaf ? c->lane[1].scratch : c->scratch;
     hb_args k = {hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, R, H, A, (int)chunk,
-                 dbva != NULL, c->scratch};
+                 dbva != NULL, part};
     dim3 grid(tiles, (unsigned)P);
     size_t smem = smem_f * sizeof(float);
     auto kern = amax == 4 ? k_heads_bwd<4> : amax == 16 ? k_heads_bwd<16> : k_heads_bwd<0>;
     KLAUNCH(kern, grid, T, smem, k);
+    if (leaf) DQN_TRY(cuda_side_begin(be));
     dim3 sgrid((unsigned)((W + 31) / 32)), sblock(32, HB_SUM_GROUPS);
-    KLAUNCH(k_heads_bwd_sum, sgrid, sblock, 0, c->scratch, (int)P, H, A, dWv2, dbv2, dWa2, dba2,
-            dbva);
-    return DQN_OK;
+    KLAUNCH(k_heads_bwd_sum, sgrid, sblock, 0, part, (int)P, H, A, dWv2, dbv2, dWa2, dba2, dbva);
+    return leaf ? cuda_side_end(be) : DQN_OK;
 }

@@ -1,5 +1,5 @@
-/* Dense layers: up to own_gemm_macs multiply-adds through the own kernels (cuda_sgemm.cu), above
- * through cuBLAS. Row-major Y[M,N] = X[M,K] W[N,K]^T is, read column-major,
+/* Dense layers: up to own_gemm_macs multiply-adds (in TF32 math own_tf32_macs) through the own
+ * kernels (cuda_sgemm.cu), above through cuBLAS. Row-major Y[M,N] = X[M,K] W[N,K]^T is, read column-major,
  * Y^T[N,M] = W^T^T X^T: op(A) = W (stored K x N, transposed), op(B) = X^T (stored K x M).
  * linear_fwd runs on cublasLt with the bias (and ReLU) fused in its epilogue, and linear_bwd's dW
  * GEMM takes db from the BGRADB epilogue where cublasLt has one; the plans (descriptors plus
@@ -52,6 +52,9 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
     if (p->has_bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
                                                     sizeof b));
+    if (p->sms)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                                                    &p->sms, sizeof p->sms));
     if (p->dgrad) {   /* a = X as [K, M], b = dY as [N, M], c = dW^T as [K, N] (column-major) */
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->M, p->K));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)p->N, (uint64_t)p->M, p->N));
@@ -112,12 +115,13 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
                            cuda_lt_plan **out) {
     uint32_t al[4] = {align_of(X), align_of(W), align_of(Y), b ? align_of(b) : 0};
     int has_bias = b != NULL;
+    int sms = c->on_side ? c->side_sms : 0;
     int n = c->n_plans < CUDA_LT_CACHE ? c->n_plans : CUDA_LT_CACHE;
     for (int i = 0; i < n; i++) {
         cuda_lt_plan *p = &c->plans[i];
         if (p->M == M && p->K == K && p->N == N && p->ld == ld && p->has_bias == has_bias &&
             p->relu == relu &&
-            p->dgrad == dgrad &&
+            p->dgrad == dgrad && p->sms == sms &&
             p->align[0] == al[0] && p->align[1] == al[1] && p->align[2] == al[2] &&
             p->align[3] == al[3]) {
             *out = p->desc ? p : NULL;
@@ -135,6 +139,7 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
     p->has_bias = has_bias;
     p->relu = relu;
     p->dgrad = dgrad;
+    p->sms = sms;
     for (int i = 0; i < 4; i++) p->align[i] = al[i];
     int found = 0;
     dqn_status s = plan_build(c, p, b, &found);
@@ -149,12 +154,13 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
     return DQN_OK;
 }
 
-/* The own kernels (cuda_sgemm.cu) where they were measured to pay: fp32, layers at most
- * OWN_GEMM_WIDTH wide, at most own_gemm_macs multiply-adds (the cartpole model at B = 256 9%
- * faster; the seed model's 256- and 512-wide layers and TF32 at B = 256 ran slower on them) */
+/* The own kernels (cuda_sgemm.cu) where they were measured to pay: layers at most
+ * own_gemm_width wide, at most own_gemm_macs multiply-adds (the cartpole model at B = 256 9%
+ * faster; the seed model's 256- and 512-wide layers and TF32 at B = 256 ran slower on them), in
+ * TF32 math only the small ones (own_tf32_macs) */
 static int own_gemm_upto(const cuda_impl *c, int M, int K, int N, double macs) {
-    return c->compute == CUBLAS_COMPUTE_32F && K <= OWN_GEMM_WIDTH && N <= OWN_GEMM_WIDTH &&
-           (double)M * K * N <= macs;
+    return K <= c->own_gemm_width && N <= c->own_gemm_width &&
+           (double)M * K * N <= cuda_own_macs(c, macs);
 }
 static int own_gemm(const cuda_impl *c, int M, int K, int N) {
     return own_gemm_upto(c, M, K, N, c->own_gemm_macs);

@@ -1,0 +1,66 @@
+/* The benchmarks' update: issue 3's two models ("cartpole", "seed"), N = N' = K = 32, and a
+ * replay of random transitions to sample from (bench_update, bench_timeline). */
+#ifndef DQN_BENCH_MODEL_H
+#define DQN_BENCH_MODEL_H
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "dqn_philox.h"
+#include "model/model.h"
+#include "replay/replay.h"
+
+enum { BENCH_REPLAY_CAP = 4096 };
+
+static dqn_arch bench_arch(const char *model) {
+    dqn_arch a;
+    memset(&a, 0, sizeof a);
+    int seed_model = strcmp(model, "seed") == 0;
+    static const int br_cart[] = {2}, br_seed[] = {3, 5, 5};
+    a.obs_dim = seed_model ? 64 : 4;
+    a.d = seed_model ? 256 : 64;
+    a.grn_blocks = seed_model ? 2 : 1;
+    a.n_cos = 64;
+    a.bottleneck = seed_model ? 128 : 0;
+    a.head_hidden = seed_model ? 256 : 64;
+    dqn_branches_init(&a.br, seed_model ? 3 : 1, seed_model ? br_seed : br_cart);
+    return a;
+}
+
+static dqn_update_cfg bench_ucfg(int B, dqn_health_mode health) {
+    dqn_update_cfg u;
+    memset(&u, 0, sizeof u);
+    u.B = B; u.N = u.Nt = u.K = 32; u.mode = DQN_TARGET_MEAN; u.kappa = 1;
+    u.lr = 1e-4f; u.beta1 = 0.9f; u.beta2 = 0.999f; u.adam_eps = 1e-8f; u.grad_clip = 10;
+    u.head_grad_clip = 5; u.target_period = 1000; u.seed = 1;
+    u.health = health; u.guard_scale = 1e6f; u.guard_floor = 1e3f;
+    return u;
+}
+
+/* A replay on the backend, full of random transitions (the sampled batch is all that matters). */
+static dqn_status bench_replay(dqn_replay *r, dqn_backend *be, const dqn_arch *a) {
+    const int cap = BENCH_REPLAY_CAP, obs = a->obs_dim, D = a->br.D;
+    float *o = malloc((size_t)cap * obs * 4), *no = malloc((size_t)cap * obs * 4);
+    float *R = malloc((size_t)cap * 4), *dc = malloc((size_t)cap * 4);
+    int32_t *ac = malloc((size_t)cap * D * 4);
+    dqn_status s = o && no && R && dc && ac ? DQN_OK : DQN_ERR(DQN_ERR_NOMEM, "bench replay");
+    for (size_t j = 0; s == DQN_OK && j < (size_t)cap * obs; j++) {
+        o[j] = 2 * dqn_philox_uniform(5, 1, j) - 1;
+        no[j] = 2 * dqn_philox_uniform(5, 2, j) - 1;
+    }
+    for (int j = 0; s == DQN_OK && j < cap; j++) {
+        R[j] = dqn_philox_uniform(5, 3, (uint64_t)j);
+        dc[j] = 0.97f;
+        for (int b = 0; b < D; b++)
+            ac[j * D + b] =
+                (int32_t)dqn_philox_below(5, 4, (uint64_t)(j * D + b), (uint32_t)a->br.n[b]);
+    }
+    if (s == DQN_OK) s = dqn_replay_create(r, be, cap, obs, D);
+    if (s == DQN_OK && (s = dqn_replay_add(r, o, ac, R, dc, no, cap)) != DQN_OK)
+        dqn_replay_destroy(r);
+    free(o); free(no); free(R); free(dc); free(ac);
+    return s;
+}
+
+#endif
