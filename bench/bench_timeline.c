@@ -12,15 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_model.h"
-
 #if !DQN_HAVE_CUPTI
 int main(void) {
-    fprintf(stderr, "bench_timeline: built without CUPTI (no cupti.h under CUDA_HOME)\n");
+    fprintf(stderr, "bench_timeline: built without CUPTI (it needs CUDA=1 and a toolkit with "
+                    "cupti.h and libcupti.so)\n");
     return 2;
 }
 #else
 #include <cupti.h>
+
+#include "bench_model.h"
 
 typedef struct {
     uint64_t start, end, node;
