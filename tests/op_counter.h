@@ -173,6 +173,12 @@ OC_WRAP(heads_bwd, (OC_GEMM(R, H, A + 1, 2), 1),
          float *dWv2, float *dbv2, float *dWa2, float *dba2, int R, int H, int A),
         (oc_inner, hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, dbva, dWv2, dbv2, dWa2, dba2,
          R, H, A))
+/* one node, CUDA's fused kernel (its loss's final sum not counted, as quantile_huber's) */
+OC_WRAP(targets_huber, 1,
+        (dqn_backend *be, const dqn_target_io *t, const float *Z, const float *tau,
+         const int32_t *act, const float *w, float *loss_out, float *dZ, float *per_sample, int B,
+         int N, int Nt, const dqn_branches *br, dqn_target_mode mode, float kappa),
+        (oc_inner, t, Z, tau, act, w, loss_out, dZ, per_sample, B, N, Nt, br, mode, kappa))
 /* one node: CUDA's kernel where the model is small (cuda_trunk.cu), else 1 + 3 L */
 OC_WRAP(trunk_fwd,
         (OC_GEMM(t->M, t->obs, t->d, t->W_in != NULL),
@@ -288,7 +294,8 @@ static inline dqn_status oc_create(dqn_backend **out) {
     OC_SET(adam); OC_SET(target_update); OC_SET(step_incr); OC_SET(rand_uniform);
     OC_SET(rand_index); OC_SET(gather_f32); OC_SET(gather_i32); OC_SET(sample_batch);
     OC_SET(rand_uniform_multi);
-    OC_SET(heads_fwd); OC_SET(l2_norm2); OC_SET(heads_bwd); OC_SET(trunk_fwd);
+    OC_SET(heads_fwd); OC_SET(l2_norm2); OC_SET(heads_bwd); OC_SET(targets_huber);
+    OC_SET(trunk_fwd);
     OC_SET(grn_gate_ln_fwd);
     OC_SET(grn_ln_gate_bwd); OC_SET(iqn_fwd); OC_SET(iqn_embed_fwd); OC_SET(iqn_bwd);
     OC_SET(adam_target_step); OC_SET(sample_draws); OC_SET(linear_ld_fwd); OC_SET(linear_ld_bwd); OC_SET(bcast_add_act);

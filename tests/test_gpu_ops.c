@@ -545,6 +545,58 @@ static void test_loss(int B, int N, int Nt, int D, const int *sizes, dqn_target_
     release_all();
 }
 
+/* targets_huber on g: the CPU's two ops, and g's own two ops into the same buffers bit for bit
+ * (g with DQN_CUDA_FUSED_TARGETS=1 runs one kernel) */
+static void test_targets_huber(dqn_backend *g, int B, int N, int Nt, int D, const int *sizes,
+                               dqn_target_mode mode, int weighted) {
+    dqn_branches br;
+    dqn_branches_init(&br, D, sizes);
+    const int A = br.A, Dy = mode == DQN_TARGET_MEAN ? 1 : D;
+    printf("targets_huber B=%d N=%d Nt=%d D=%d %s%s\n", B, N, Nt, D,
+           mode == DQN_TARGET_MEAN ? "mean" : "independent", weighted ? " weighted" : "");
+    vf Z = in_f((size_t)B * N * A, -2, 2), tau = in_f((size_t)B * N, 0, 1);
+    vf Zt = in_f((size_t)B * Nt * A, -2, 2), R = in_f((size_t)B, -1, 1);
+    vf disc = in_f((size_t)B, 0, 0.99f), w = in_f((size_t)B, 0.2f, 2.0f);
+    vi act = {take(cpu, (size_t)B * D * 4), take(gpu, (size_t)B * D * 4), (size_t)B * D};
+    vi ast = {take(cpu, (size_t)B * D * 4), take(gpu, (size_t)B * D * 4), (size_t)B * D};
+    for (int s = 0; s < B; s++)
+        for (int b = 0; b < D; b++) {
+            act.c[s * D + b] = (int32_t)dqn_philox_below(10, 12, draw++, (uint32_t)sizes[b]);
+            ast.c[s * D + b] = (int32_t)dqn_philox_below(10, 13, draw++, (uint32_t)sizes[b]);
+        }
+    CHECK_OK(gpu->ops->h2d(gpu, act.g, act.c, act.n * 4));
+    CHECK_OK(gpu->ops->h2d(gpu, ast.g, ast.c, ast.n * 4));
+    vf y = out_f((size_t)B * Dy * Nt), loss = out_f(1), dZ = out_f((size_t)B * N * A);
+    vf per = out_f((size_t)B);
+    const float *wc = weighted ? w.c : NULL, *wg = weighted ? w.g : NULL;
+    float *pc = weighted ? per.c : NULL, *pg = weighted ? per.g : NULL;
+    const dqn_target_io tc = {Zt.c, ast.c, R.c, disc.c, y.c}, tg = {Zt.g, ast.g, R.g, disc.g, y.g};
+    CPU(targets_huber, &tc, Z.c, tau.c, act.c, wc, loss.c, dZ.c, pc, B, N, Nt, &br, mode, 1.0f);
+    CHECK_OK(g->ops->targets_huber(g, &tg, Z.g, tau.g, act.g, wg, loss.g, dZ.g, pg, B, N, Nt, &br,
+                                   mode, 1.0f));
+    CHECK_OK(g->ops->sync(g));
+    expect_f("targets_huber y", y, TOL_EW);
+    expect_f("targets_huber loss", loss, TOL_RED);
+    expect_f("targets_huber dZ", dZ, TOL_RED);
+    if (weighted) expect_f("targets_huber per_sample", per, TOL_RED);
+    vf outs[4] = {y, loss, dZ, per};
+    void *snap[4];
+    for (int k = 0; k < 3 + weighted; k++) {
+        snap[k] = fetch(outs[k].g, outs[k].n * sizeof(float));
+        poison(outs[k].g, outs[k].n * sizeof(float));
+    }
+    CHECK_OK(g->ops->iqn_targets(g, tg.Zt, tg.astar, tg.R, tg.discount, tg.y, B, Nt, &br, mode));
+    CHECK_OK(g->ops->quantile_huber(g, Z.g, tau.g, act.g, y.g, wg, loss.g, dZ.g, pg, B, N, Nt,
+                                    &br, mode, 1.0f));
+    CHECK_OK(g->ops->sync(g));
+    for (int k = 0; k < 3 + weighted; k++) {
+        expect_same_bits("targets_huber against its two ops", outs[k].g, snap[k],
+                         outs[k].n * sizeof(float));
+        free(snap[k]);
+    }
+    release_all();
+}
+
 /* ---- optimizer ---- */
 
 static void set_scalar_f(vf v, float x) {
@@ -1620,6 +1672,14 @@ int main(void) {
         test_loss(6, 3, 5, 3, br355, mode, 0.7f, 1, 0);   /* kappa not a power of two: divides */
         if (full) test_loss(1024, 32, 32, 3, br355, mode, 1.0f, 1, m == 0);
         if (full) test_loss(512, 16, 16, 1, br2, mode, 1.0f, 0, 0);
+        dqn_backend *ft = cuda_with("DQN_CUDA_FUSED_TARGETS", "1");
+        dqn_backend *on[2] = {gpu, ft};   /* the two ops, then the one kernel */
+        for (int k = 0; k < 2 && on[k]; k++) {
+            test_targets_huber(on[k], 7, 5, 3, 1, br2, mode, 1);
+            test_targets_huber(on[k], 9, 4, 6, 3, br355, mode, 0);
+            if (full) test_targets_huber(on[k], 1024, 32, 32, 3, br355, mode, 1);
+        }
+        if (ft) ft->ops->destroy(ft);
     }
     test_optim(37, 0);
     if (full) test_optim(1000003, 1);
@@ -1673,9 +1733,10 @@ int main(void) {
     /* the switches that wait for an H200's A/B before they become defaults: the update on each
      * against the CPU (SMS: the side's cuBLAS GEMMs at d = 256; the own kernels at d = 256; TF32
      * with own kernels: fp32's accuracy at these sizes) */
-    const char *sw[4][2] = {{"DQN_CUDA_SIDE_LEAF", "1"}, {"DQN_CUDA_SIDE_PRIO", "1"},
-                            {"DQN_CUDA_SIDE_SMS", "66"}, {"DQN_CUDA_OWN_GEMM_WIDTH", "512"}};
-    for (int k = 0; k < 4; k++) {
+    const char *sw[5][2] = {{"DQN_CUDA_SIDE_LEAF", "1"}, {"DQN_CUDA_SIDE_PRIO", "1"},
+                            {"DQN_CUDA_SIDE_SMS", "66"}, {"DQN_CUDA_OWN_GEMM_WIDTH", "512"},
+                            {"DQN_CUDA_FUSED_TARGETS", "1"}};
+    for (int k = 0; k < 5; k++) {
         dqn_backend *be = cuda_with(sw[k][0], sw[k][1]);
         if (!be) continue;
         printf("with %s=%s:\n", sw[k][0], sw[k][1]);

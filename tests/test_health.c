@@ -337,6 +337,10 @@ static void test_faults(void) {
                         CHECK(b.tot[tab.z].first_event_update == 5,
                               "%s %s: the fault in phi missed z (z's first event %lld)",
                               arch_name[sm], mn, (long long)b.tot[tab.z].first_event_update);
+                    if (s == tab.y && kind == 1)   /* the targets' and loss's one op would */
+                        CHECK(b.tot[tab.loss].first_event_update == 5,
+                              "%s %s: the fault in y missed the loss (its first event %lld)",
+                              arch_name[sm], mn, (long long)b.tot[tab.loss].first_event_update);
                     for (int l = 0; l + 1 < g.m.L.arch.grn_blocks && kind == 1; l++)
                         if (s == tab.grn_out[l])   /* the trunk's one op would hide it */
                             CHECK(b.tot[tab.grn_out[l + 1]].first_event_update == 5,

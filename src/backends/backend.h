@@ -50,6 +50,14 @@ typedef struct {
     int M, obs, d, L;
 } dqn_trunk_io;
 
+/* The targets' inputs and output (iqn_targets' arguments; targets_huber). */
+typedef struct {
+    const float *Zt;              /* [B*Nt, A] the target net on x' */
+    const int32_t *astar;         /* [B, D] */
+    const float *R, *discount;    /* [B] */
+    float *y;                     /* [B, 1, Nt] (mean) or [B, D, Nt] (independent) */
+} dqn_target_io;
+
 typedef enum { DQN_TARGET_MEAN = 0, DQN_TARGET_INDEPENDENT = 1 } dqn_target_mode;
 typedef enum { DQN_MATH_FP32 = 0, DQN_MATH_TF32 = 1 } dqn_math_mode;
 typedef enum { DQN_ACT_NONE = 0, DQN_ACT_RELU = 1, DQN_ACT_ELU = 2 } dqn_act;
@@ -280,6 +288,13 @@ typedef struct dqn_ops {
                             const float *dV, const float *dAdv, const float *norms,
                             float max_norm, float *dhva, float *dbva, float *dWv2, float *dbv2,
                             float *dWa2, float *dba2, int R, int H, int A);
+    /* iqn_targets(t->Zt, t->astar, t->R, t->discount) -> t->y, then quantile_huber reading that y
+     * with the other arguments: both ops' outputs, bit-identical to the two (dqn_targets_huber_seq;
+     * CUDA can compute each sample's targets in the loss kernel's block, one node fewer). */
+    dqn_status (*targets_huber)(dqn_backend *be, const dqn_target_io *t, const float *Z,
+                                const float *tau, const int32_t *act, const float *w,
+                                float *loss_out, float *dZ, float *per_sample, int B, int N,
+                                int Nt, const dqn_branches *br, dqn_target_mode mode, float kappa);
     /* The trunk, forward (dqn_trunk_io): h0 = linear_fwd(x), then per GRN block e =
      * linear_act_fwd(h, ELU), g = linear_fwd(e), grn_gate_ln_fwd(h, g) -> r, y (the next block's
      * h), mean, rstd. Every output written, as the sequence (dqn_trunk_fwd_seq) writes them; CUDA
@@ -425,6 +440,12 @@ void dqn_branches_init(dqn_branches *br, int D, const int *sizes);
 /* trunk_fwd as its ops through be's table (op_sequences.c): linear_fwd, then per GRN block
  * linear_act_fwd (ELU), linear_fwd, grn_gate_ln_fwd */
 dqn_status dqn_trunk_fwd_seq(dqn_backend *be, const dqn_trunk_io *t);
+
+/* targets_huber as its two ops through be's table (op_sequences.c): iqn_targets, quantile_huber */
+dqn_status dqn_targets_huber_seq(dqn_backend *be, const dqn_target_io *t, const float *Z,
+                                 const float *tau, const int32_t *act, const float *w,
+                                 float *loss_out, float *dZ, float *per_sample, int B, int N, int Nt,
+                                 const dqn_branches *br, dqn_target_mode mode, float kappa);
 
 /* iqn_embed_fwd as its three ops through be's table (op_sequences.c): cos_embed, linear_act_fwd
  * (ReLU), iqn_fwd; every row of C and phi written */

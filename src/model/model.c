@@ -435,17 +435,33 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     return side_join(be);
 }
 
-/* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ. */
+/* A fault aimed at y must be in place before the loss reads it: the targets' op apart. */
+static int y_faulted(const dqn_model *hm) {
+    for (int i = 0; hm && hm->h.mode != DQN_HEALTH_OFF && i < hm->h.n_faults; i++)
+        if (hm->h.faults[i].slot == hm->h.tab.y) return 1;
+    return 0;
+}
+
+/* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ, one op
+ * (targets_huber) unless a fault goes between them. */
 static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
     const dqn_branches *br = &m->L.arch.br;
     int B = c->B;
-    DQN_TRY(OPS->iqn_targets(be, m->f_tgt.Z, m->astar, m->R, m->disc, m->y, B, c->Nt, br,
-                             c->mode));
-    SLOT(hm, y, m->y, (size_t)B * (c->mode == DQN_TARGET_MEAN ? 1 : br->D) * c->Nt);
-    DQN_TRY(OPS->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, NULL, m->loss, m->bw.dZ,
-                                NULL, B, c->N, c->Nt, br, c->mode, c->kappa));
+    const size_t ny = (size_t)B * (c->mode == DQN_TARGET_MEAN ? 1 : br->D) * c->Nt;
+    if (OPS->targets_huber && !y_faulted(hm)) {
+        const dqn_target_io t = {m->f_tgt.Z, m->astar, m->R, m->disc, m->y};
+        DQN_TRY(OPS->targets_huber(be, &t, m->f_on.Z, m->tau, m->act, NULL, m->loss, m->bw.dZ,
+                                   NULL, B, c->N, c->Nt, br, c->mode, c->kappa));
+        SLOT(hm, y, m->y, ny);
+    } else {
+        DQN_TRY(OPS->iqn_targets(be, m->f_tgt.Z, m->astar, m->R, m->disc, m->y, B, c->Nt, br,
+                                 c->mode));
+        SLOT(hm, y, m->y, ny);
+        DQN_TRY(OPS->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, NULL, m->loss, m->bw.dZ,
+                                    NULL, B, c->N, c->Nt, br, c->mode, c->kappa));
+    }
     SLOT(hm, loss, m->loss, 1);
     SLOT(hm, dZ, m->bw.dZ, (size_t)B * c->N * br->A);
     return DQN_OK;

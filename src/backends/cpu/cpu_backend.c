@@ -722,6 +722,7 @@ static const dqn_ops cpu_ops = {
     .heads_fwd = cpu_heads_fwd,
     .l2_norm2 = cpu_l2_norm2,
     .heads_bwd = cpu_heads_bwd,
+    .targets_huber = dqn_targets_huber_seq,
     .trunk_fwd = dqn_trunk_fwd_seq,
     .grn_gate_ln_fwd = cpu_grn_gate_ln_fwd,
     .grn_ln_gate_bwd = cpu_grn_ln_gate_bwd,

@@ -189,6 +189,7 @@ static const dqn_ops cuda_ops = {
     .heads_fwd = cuda_heads_fwd,
     .l2_norm2 = cuda_l2_norm2,
     .heads_bwd = cuda_heads_bwd,
+    .targets_huber = cuda_targets_huber,
     .trunk_fwd = cuda_trunk_fwd,
     .grn_gate_ln_fwd = cuda_grn_gate_ln_fwd,
     .grn_ln_gate_bwd = cuda_grn_ln_gate_bwd,
@@ -281,6 +282,8 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     const char *ss_ = getenv("DQN_CUDA_SIDE_SMS");   /* to compare the side's GEMM widths */
     c->side_sms = ss_ && *ss_ ? atoi(ss_) : 0;
     if (c->side_sms < 0 || c->side_sms >= c->sm_count) c->side_sms = 0;
+    const char *ft = getenv("DQN_CUDA_FUSED_TARGETS");   /* not yet run on a GPU: off */
+    c->fused_targets = ft && strcmp(ft, "1") == 0;
     const char *sl = getenv("DQN_CUDA_SIDE_LEAF");   /* not yet run on a GPU: off by default */
     c->side_leaf = sl && strcmp(sl, "1") == 0;
     const char *sd = getenv("DQN_CUDA_SIDE");

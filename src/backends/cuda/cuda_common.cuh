@@ -126,6 +126,7 @@ typedef struct {
     double own_dw_macs;            /* the same for the dW GEMMs (their reduction split) */
     double own_tf32_macs;          /* in TF32 math, own kernels up to this too (OWN_TF32_MACS) */
     int own_gemm_width;            /* ... for K and N up to this (OWN_GEMM_WIDTH) */
+    int fused_targets;             /* targets_huber in one kernel (DQN_CUDA_FUSED_TARGETS=1) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
     int sg_split;                  /* own dW GEMMs: blocks a multiprocessor to split toward (0: none) */
     int sg_tile;                   /* own GEMMs' tile: 32, 64, or 0 (by the grid's size) */
@@ -482,6 +483,10 @@ dqn_status cuda_iqn_targets(dqn_backend *be, const float *Zt, const int32_t *ast
                             const float *discount, float *y, int B, int Nt, const dqn_branches *br,
                             dqn_target_mode mode);
 
+dqn_status cuda_targets_huber(dqn_backend *be, const dqn_target_io *t, const float *Z,
+                              const float *tau, const int32_t *act, const float *w,
+                              float *loss_out, float *dZ, float *per_sample, int B, int N, int Nt,
+                              const dqn_branches *br, dqn_target_mode mode, float kappa);
 dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
                                const int32_t *act, const float *y, const float *w, float *loss_out,
                                float *dZ, float *per_sample, int B, int N, int Nt,
