@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "backends/cuda_switches.h"
 #include "check.h"
 #include "dqn_philox.h"
 #include "model/model.h"
@@ -20,17 +21,11 @@
 #define TOL_EW 1e-5    /* elementwise */
 #define TOL_RED 1e-4   /* GEMM-based and reductions */
 #define TOL_TF32 5e-3  /* GEMMs of the TF32 backend (inputs rounded to 10 bits) */
-/* heads_fwd's HF_GEMM_ELEMS (cuda_common.cuh): from R x H this large, cuBLAS GEMMs and a combine
- * kernel */
-#define HEADS_GEMM_ELEMS (1 << 21)
-/* OWN_GEMM_MACS (cuda_common.cuh): the own GEMM kernels up to this many multiply-adds (fp32,
- * K and N at most 128) */
-#define OWN_GEMM_MACS (1 << 25)
-/* DQN_CUDA_OWN_TF32_MACS (cuda_common.cuh): in TF32 math the own (fp32) kernels up to this many
- * (the backend gpu_tf32_own) */
-#define OWN_TF32_MACS (1 << 24)
-/* TRUNK_ROWS (cuda_common.cuh): trunk_fwd in one kernel up to this many rows */
-#define TRUNK_ROWS 2048
+/* heads_fwd's GEMM path from R x H this large (HF_GEMM_ELEMS, backends/cuda_switches.h, as are
+ * OWN_GEMM_MACS and TRUNK_ROWS) */
+#define HEADS_GEMM_ELEMS ((int)HF_GEMM_ELEMS)
+/* the TF32 backend made with DQN_CUDA_OWN_TF32_MACS: the own (fp32) kernels up to this many */
+#define TEST_OWN_TF32_MACS (1 << 24)
 
 static dqn_backend *gpu, *gpu_tf32, *gpu_tf32_own, *cpu;
 static uint64_t draw;   /* input draws never repeat within the run */
@@ -198,7 +193,7 @@ static void test_linear(int M, int K, int N, int off, int timed) {
         CHECK_OK(gpu_tf32->ops->sync(gpu_tf32));
         double e = expect_f("linear_fwd (tf32 backend)", Y, TOL_TF32);
         CHECK(e > e32, "tf32 error %.2e not above fp32's %.2e: TF32 not in use?", e, e32);
-    } else if (gpu_tf32_own && M * (double)K * N <= OWN_TF32_MACS && K <= 128 && N <= 128) {
+    } else if (gpu_tf32_own && M * (double)K * N <= TEST_OWN_TF32_MACS && K <= 128 && N <= 128) {
         /* a small layer: with DQN_CUDA_OWN_TF32_MACS the TF32 backend runs the own fp32
          * kernels, fp32's accuracy */
         poison(Y.g, Y.n * sizeof(float));
@@ -1550,7 +1545,9 @@ int main(void) {
     CHECK_OK(dqn_backend_cuda_create(&gpu_tf32, 0, DQN_MATH_TF32));
     CHECK_OK(dqn_backend_cpu_create(&cpu));
     if (!gpu_tf32 || !cpu) return check_finish("test_gpu_ops");
-    setenv("DQN_CUDA_OWN_TF32_MACS", "16777216", 1);
+    char own_tf32[32];
+    snprintf(own_tf32, sizeof own_tf32, "%d", TEST_OWN_TF32_MACS);
+    setenv("DQN_CUDA_OWN_TF32_MACS", own_tf32, 1);
     CHECK_OK(dqn_backend_cuda_create(&gpu_tf32_own, 0, DQN_MATH_TF32));
     unsetenv("DQN_CUDA_OWN_TF32_MACS");
     const int br2[1] = {2}, br355[3] = {3, 5, 5};
@@ -1567,7 +1564,7 @@ int main(void) {
     test_linear(9000, 64, 3, 0, 0);
     if (full) test_linear(8192, 256, 128, 0, 1);
     if (full) test_linear(4096, 256, 512, 1, 0);
-    if (full) test_linear(OWN_GEMM_MACS / (64 * 48) + 1000, 64, 48, 0, 0);
+    if (full) test_linear((int)(OWN_GEMM_MACS / (64 * 48)) + 1000, 64, 48, 0, 0);
     {   /* cuBLAS at the small shapes too (DQN_CUDA_OWN_GEMM_MACS=0), as the A/B benchmarks use it */
         dqn_backend *own = gpu, *blas = cuda_with("DQN_CUDA_OWN_GEMM_MACS", "0");
         if (blas) {
@@ -1650,7 +1647,7 @@ int main(void) {
     test_trunk(gpu, 130, 4, 96, 1, 1, 0, TOL_RED, 0);
     test_trunk(gpu_tf32, 40, 4, 64, 1, 1, 0, TOL_TF32, 0);
     if (gpu_tf32_own) {   /* the kernel in TF32 math too; past TRUNK_ROWS the sequence, its
-                           * d -> 2d layer past OWN_TF32_MACS on cuBLAS's TF32 */
+                           * d -> 2d layer past TEST_OWN_TF32_MACS on cuBLAS's TF32 */
         test_trunk(gpu_tf32_own, 40, 4, 64, 1, 1, 1, TOL_RED, 0);
         test_trunk(gpu_tf32_own, 3000, 4, 64, 1, 1, 0, TOL_TF32, 0);
     }

@@ -226,68 +226,29 @@ static const dqn_ops cuda_ops = {
 /* ---- construction ---- */
 
 static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
+    /* the DQN_CUDA_* switches (backends/cuda_switches.h), checked before anything is made */
+    DQN_TRY(dqn_cuda_switches_read(&c->sw, getenv));
     c->device = device;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
-    /* DQN_CUDA_SIDE_PRIO=1: the main lane at the greatest priority, the side lane at the least,
-     * so that the block scheduler serves the critical chain first (to compare) */
-    const char *sp = getenv("DQN_CUDA_SIDE_PRIO");
-    c->side_prio = sp && strcmp(sp, "1") == 0;
+    CUDA_ARG(c->sw.side_sms < c->sm_count, "DQN_CUDA_SIDE_SMS=%d: the device has %d multiprocessors",
+             c->sw.side_sms, c->sm_count);
+    /* side_prio: the main lane at the greatest priority, the side lane at the least, so that the
+     * block scheduler serves the critical chain first */
     int prio_least = 0, prio_greatest = 0;
-    if (c->side_prio) CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest));
+    if (c->sw.side_prio)
+        CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest));
     CUDA_CHECK(cudaStreamCreateWithPriority(&c->lane[0].stream, cudaStreamNonBlocking,
                                             prio_greatest));
     c->stream = c->lane[0].stream;
     int major = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    const char *pdl = getenv("DQN_CUDA_PDL");   /* 0: plain launches (to compare) */
-    c->pdl = major >= 9 && !(pdl && strcmp(pdl, "0") == 0);
+    c->pdl = major >= 9 && c->sw.pdl;
     CUDA_CHECK(cudaDeviceGetAttribute(&c->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                       device));
-    const char *tr = getenv("DQN_CUDA_TRUNK_ROWS");   /* to compare trunk_fwd's two paths */
-    c->trunk_rows = tr && *tr ? atoi(tr) : TRUNK_ROWS;
-    const char *sk = getenv("DQN_CUDA_GEMM_SPLITK");   /* 1: cublasLt's first choice, split-K or not */
-    c->gemm_one_kernel = !(sk && strcmp(sk, "1") == 0);
-    const char *hg = getenv("DQN_CUDA_HEADS_GEMM_ELEMS");   /* to compare the two heads_fwd paths */
-    c->heads_gemm_elems = hg && *hg ? atol(hg) : HF_GEMM_ELEMS;
-    const char *og = getenv("DQN_CUDA_OWN_GEMM_MACS");   /* to compare own GEMMs with cuBLAS's */
-    c->own_gemm_macs = og && *og ? atof(og) : OWN_GEMM_MACS;
-    const char *od = getenv("DQN_CUDA_OWN_DW_MACS");     /* dW GEMMs apart (default: the same) */
-    c->own_dw_macs = od && *od ? atof(od) : c->own_gemm_macs;
-    const char *owd = getenv("DQN_CUDA_OWN_GEMM_WIDTH");
-    c->own_gemm_width = owd && *owd ? atoi(owd) : OWN_GEMM_WIDTH;
-    const char *o3 = getenv("DQN_CUDA_OWN_TF32_MACS");   /* to compare in TF32 math */
-    c->own_tf32_macs = o3 && *o3 ? atof(o3) : OWN_TF32_MACS;
-    const char *hs = getenv("DQN_CUDA_HEALTH_STAGE_PARTS");   /* to compare the health tails */
-    c->health_stage_parts = hs && *hs ? atoi(hs) : 0;
-    const char *om = getenv("DQN_CUDA_GEMM_ONE_MACS"), *ow = getenv("DQN_CUDA_GEMM_ONE_WIDTH");
-    c->gemm_one_macs = om && *om ? atof(om) : GEMM_ONE_KERNEL_MACS;
-    c->gemm_one_width = ow && *ow ? atoi(ow) : GEMM_ONE_KERNEL_WIDTH;
-    const char *gw = getenv("DQN_CUDA_GRN_WARPS"), *gq = getenv("DQN_CUDA_GRN_PARTS");
-    c->grn_warps = gw && *gw ? atoi(gw) : 0;   /* 0: cuda_grn.cu's defaults */
-    c->grn_parts = gq && *gq ? atoi(gq) : 0;
-    const char *gp = getenv("DQN_CUDA_GEMM_PICK");   /* to compare cublasLt's candidates */
-    c->gemm_pick = gp && *gp ? atoi(gp) : 0;
-    if (c->gemm_pick < 0 || c->gemm_pick >= GEMM_HEURISTICS) c->gemm_pick = 0;
-    const char *ss = getenv("DQN_CUDA_SG_SPLIT"), *st = getenv("DQN_CUDA_SG_TILE");
-    c->sg_split = ss && *ss ? atoi(ss) : 2;
-    c->sg_tile = st && *st ? atoi(st) : 0;
-    const char *ie = getenv("DQN_CUDA_IQN_EMBED"), *ir = getenv("DQN_CUDA_IQN_EMBED_ELEMS");
-    c->iqn_embed = ie && *ie ? atoi(ie) : 1;   /* to compare the two paths */
-    c->iqn_embed_elems = ir && *ir ? atof(ir) : IQN_EMBED_ELEMS;
-    /* two lanes (the main stream's and the side branch's), the main one current; DQN_CUDA_SIDE=0
-     * (to compare): the side branch is the main lane itself, so its ops run in order */
-    const char *sm = getenv("DQN_CUDA_SIDE_DW_MACS");   /* to compare the backward's branches */
-    c->side_dw_macs = sm && *sm ? atof(sm) : SIDE_DW_MACS;
-    const char *ss_ = getenv("DQN_CUDA_SIDE_SMS");   /* to compare the side's GEMM widths */
-    c->side_sms = ss_ && *ss_ ? atoi(ss_) : 0;
-    if (c->side_sms < 0 || c->side_sms >= c->sm_count) c->side_sms = 0;
-    const char *ft = getenv("DQN_CUDA_FUSED_TARGETS");   /* not yet run on a GPU: off */
-    c->fused_targets = ft && strcmp(ft, "1") == 0;
-    const char *sl = getenv("DQN_CUDA_SIDE_LEAF");   /* not yet run on a GPU: off by default */
-    c->side_leaf = sl && strcmp(sl, "1") == 0;
-    const char *sd = getenv("DQN_CUDA_SIDE");
-    const int side = !(sd && strcmp(sd, "0") == 0);
+    /* two lanes (the main stream's and the side branch's), the main one current; without side
+     * branches the side lane is the main lane itself, so its ops run in order */
+    const int side = c->sw.side;
     for (int k = side; k >= 0; k--) {
         if (k == 1)
             CUDA_CHECK(cudaStreamCreateWithPriority(&c->lane[1].stream, cudaStreamNonBlocking,

@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "backends/backend.h"
+#include "backends/cuda_switches.h"
 #include "core/error.h"
 }
 
@@ -19,44 +20,8 @@ extern "C" {
 /* Scratch for the partial sums of two-pass reductions, fixed at start-up for the same reason. */
 #define CUDA_SCRATCH_FLOATS ((size_t)4 << 20)
 #define CUDA_LT_CACHE 64
-/* Where a split-K algorithm's second node costs more than it saves: fp32, K and N at most 128,
- * at most this many multiply-adds (measured on the H200: the cartpole model at B = 32 14% faster;
- * applied to every GEMM up to 2^27 multiply-adds it cost the seed model, whose GEMMs are 256
- * wide, 4-15% and TF32 cartpole at B = 4096 12%, so cuBLAS's first choice stays there) */
-#define GEMM_ONE_KERNEL_MACS ((double)(1 << 27))
-#define GEMM_ONE_KERNEL_WIDTH 128
-#define GEMM_HEURISTICS 16   /* cublasLt candidates looked at (for one without split-K, or a pick) */
 /* Counters of the single-launch reductions: [0] for l2_norm, [1 + strip] for column sums. */
 #define CUDA_COUNTERS 4097
-/* heads_fwd from this many elements of a hidden half (R x H): 2 GEMMs + combine (3 nodes) beat the
- * warp kernel's per-row work (measured: seed B = 256, 16384 x 256, gains 26 us; cartpole B = 256,
- * 16384 x 64, loses 3 us). DQN_CUDA_HEADS_GEMM_ELEMS overrides it at start-up, to compare. */
-#define HF_GEMM_ELEMS ((long)1 << 21)
-/* A layer's weight gradient goes to the side branch beside the backward's chain up to this many
- * multiply-adds (side_dw): every one (measured on the H200 against none: cartpole B = 32 / 256
- * / 4096 and every seed size faster, cartpole B = 1024 0.327 -> 0.380 ms slower; 2^25 measured
- * 0.321 there but slower on the seed model, and has not run with the tests yet: docs/gpu-notes.md,
- * "Twelfth session"). DQN_CUDA_SIDE_DW_MACS overrides it at start-up (0: never). */
-#define SIDE_DW_MACS 1e30
-/* trunk_fwd in one kernel (cuda_trunk.cu) up to this many rows; DQN_CUDA_TRUNK_ROWS overrides
- * it at start-up (0: never) */
-#define TRUNK_ROWS 2048
-
-/* iqn_embed_fwd in one kernel from this many elements of z (R x d); below, its three ops */
-#define IQN_EMBED_ELEMS ((double)(1 << 22))
-/* Own GEMM kernels (cuda_sgemm.cu) up to this many multiply-adds (fp32, layers at most 128 wide:
- * cuda_gemm.cu), cuBLAS above; DQN_CUDA_OWN_GEMM_MACS overrides it at start-up (0: cuBLAS
- * everywhere), to compare. */
-#define OWN_GEMM_MACS ((double)(1 << 25))
-/* ... and K, N at most this (the seed model's 256-wide layers ran 8-22% slower on them in the
- * fifth session, before the split tail and epilogue loads; DQN_CUDA_OWN_GEMM_WIDTH, to compare) */
-#define OWN_GEMM_WIDTH 128
-/* In TF32 math the own kernels (fp32, closer to the exact product than TF32) may still run the
- * GEMMs up to this many multiply-adds, where TF32 cannot shorten a latency-bound GEMM: 2^24 takes
- * all of the cartpole model's at B = 32, whose fp32 update (own kernels) took 0.086 ms on the H200
- * against 0.096 with TF32 cuBLAS (twelfth session), and its trunk at B = 256 (trunk_fwd). Off
- * (cuBLAS's TF32 at every size) until an H200 has run it: DQN_CUDA_OWN_TF32_MACS=16777216. */
-#define OWN_TF32_MACS 0.0
 /* Tile counters of the own GEMM's split reductions */
 #define SG_COUNTERS 1024
 
@@ -100,40 +65,10 @@ typedef struct {
     } lane[2];
     int on_side, side_pending;     /* issuing on the side lane; side work since the last join */
     int capturing;                 /* between capture_begin and capture_end */
-    int side_leaf;                 /* ops finish their leaf outputs on an idle side lane while
-                                    * capturing (cuda_side_leaf; DQN_CUDA_SIDE_LEAF=1) */
     cudaEvent_t side_fork, side_done;
-    double side_dw_macs;           /* weight gradients on the side up to this (SIDE_DW_MACS) */
-    int side_prio;                 /* the main lane's kernels scheduled before the side's
-                                    * (stream priorities kept as graph node priorities;
-                                    * DQN_CUDA_SIDE_PRIO=1, to compare) */
-    int side_sms;                  /* cuBLAS on the side lane picks its kernels for this many
-                                    * multiprocessors (DQN_CUDA_SIDE_SMS; 0: all of them) */
     int smem_optin;                /* shared memory a block may ask for (bytes) */
-    int trunk_rows;                /* trunk_fwd in one kernel up to this many rows (TRUNK_ROWS) */
-    int gemm_one_kernel;           /* prefer cublasLt algorithms without split-K (one node) */
-    long heads_gemm_elems;         /* heads_fwd through cuBLAS from R x H this large (HF_GEMM_ELEMS) */
-    int health_stage_parts;        /* a check with more partials is pre-reduced by its own last
-                                    * block (DQN_CUDA_HEALTH_STAGE_PARTS; 0: only what the stage
-                                    * cannot hold) */
-    double gemm_one_macs;          /* GEMMs without split-K: up to this many multiply-adds and */
-    int gemm_one_width;            /* K, N up to this (DQN_CUDA_GEMM_ONE_MACS / _WIDTH) */
-    int grn_warps, grn_parts;      /* grn_ln_gate_bwd's block size and most blocks
-                                    * (DQN_CUDA_GRN_WARPS / _PARTS, to compare) */
-    int gemm_pick;                 /* cublasLt's candidate of this rank where cuBLAS's first choice
-                                    * would run (DQN_CUDA_GEMM_PICK; 0: the first) */
-    double own_gemm_macs;          /* own GEMM kernels up to this many multiply-adds (OWN_GEMM_MACS) */
-    double own_dw_macs;            /* the same for the dW GEMMs (their reduction split) */
-    double own_tf32_macs;          /* in TF32 math, own kernels up to this too (OWN_TF32_MACS) */
-    int own_gemm_width;            /* ... for K and N up to this (OWN_GEMM_WIDTH) */
-    int fused_targets;             /* targets_huber in one kernel (DQN_CUDA_FUSED_TARGETS=1) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
-    int sg_split;                  /* own dW GEMMs: blocks a multiprocessor to split toward (0: none) */
-    int sg_tile;                   /* own GEMMs' tile: 32, 64, or 0 (by the grid's size) */
-    int iqn_embed;                 /* iqn_embed_fwd in one kernel: 0 never, 1 in fp32 math, 2 also
-                                    * in TF32 (DQN_CUDA_IQN_EMBED) */
-    double iqn_embed_elems;        /* ... from this many elements of z (IQN_EMBED_ELEMS;
-                                    * DQN_CUDA_IQN_EMBED_ELEMS) */
+    dqn_cuda_switches sw;          /* the tunables (backends/cuda_switches.h), read at start-up */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }
@@ -141,7 +76,8 @@ static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl
 /* The most multiply-adds a GEMM may have to run on the own fp32 kernels (cuda_sgemm.cu,
  * trunk_fwd) under the limit `upto`: in TF32 math also at most own_tf32_macs. */
 static inline double cuda_own_macs(const cuda_impl *c, double upto) {
-    return c->compute == CUBLAS_COMPUTE_32F || upto < c->own_tf32_macs ? upto : c->own_tf32_macs;
+    return c->compute == CUBLAS_COMPUTE_32F || upto < c->sw.own_tf32_macs ? upto
+                                                                           : c->sw.own_tf32_macs;
 }
 
 const char *cuda_hint(cudaError_t e);

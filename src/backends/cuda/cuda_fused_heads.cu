@@ -361,7 +361,7 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
     /* rows per combine block: as many of HC_ROWS as fit in shared memory, in whole warps */
     const int A1 = br->A + 1;
     const int ct = HC_ROWS * A1 <= SMEM_FLOATS ? HC_ROWS : SMEM_FLOATS / A1 / 32 * 32;
-    if ((long)R * H >= c->heads_gemm_elems && ct >= 32) {
+    if ((long)R * H >= c->sw.heads_gemm_elems && ct >= 32) {
         /* the raw advantages in the scratch with 16-byte rows when A is not a multiple of 4:
          * cuBLAS then takes an aligned kernel (at A = 13 an align1 one ran at half the speed) */
         int lda = (br->A + 3) & ~3;

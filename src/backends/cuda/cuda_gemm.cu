@@ -80,12 +80,12 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
         st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
     cublasLtMatmulHeuristicResult_t res[GEMM_HEURISTICS];
     int n_res = 0;
-    const int one = c->gemm_one_kernel && c->compute == CUBLAS_COMPUTE_32F &&
-                    p->K <= c->gemm_one_width && p->N <= c->gemm_one_width &&
-                    (double)p->M * p->K * p->N <= c->gemm_one_macs;
+    const int one = !c->sw.gemm_splitk && c->compute == CUBLAS_COMPUTE_32F &&
+                    p->K <= c->sw.gemm_one_width && p->N <= c->sw.gemm_one_width &&
+                    (double)p->M * p->K * p->N <= c->sw.gemm_one_macs;
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->c, p->c, pref,
-                                            one ? GEMM_HEURISTICS : c->gemm_pick + 1, res, &n_res);
+                                            one ? GEMM_HEURISTICS : c->sw.gemm_pick + 1, res, &n_res);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && n_res == 0))
         return DQN_OK;
@@ -115,7 +115,7 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
                            cuda_lt_plan **out) {
     uint32_t al[4] = {align_of(X), align_of(W), align_of(Y), b ? align_of(b) : 0};
     int has_bias = b != NULL;
-    int sms = c->on_side ? c->side_sms : 0;
+    int sms = c->on_side ? c->sw.side_sms : 0;
     int n = c->n_plans < CUDA_LT_CACHE ? c->n_plans : CUDA_LT_CACHE;
     for (int i = 0; i < n; i++) {
         cuda_lt_plan *p = &c->plans[i];
@@ -159,11 +159,11 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
  * faster; the seed model's 256- and 512-wide layers and TF32 at B = 256 ran slower on them), in
  * TF32 math only the small ones (own_tf32_macs) */
 static int own_gemm_upto(const cuda_impl *c, int M, int K, int N, double macs) {
-    return K <= c->own_gemm_width && N <= c->own_gemm_width &&
+    return K <= c->sw.own_gemm_width && N <= c->sw.own_gemm_width &&
            (double)M * K * N <= cuda_own_macs(c, macs);
 }
 static int own_gemm(const cuda_impl *c, int M, int K, int N) {
-    return own_gemm_upto(c, M, K, N, c->own_gemm_macs);
+    return own_gemm_upto(c, M, K, N, c->sw.own_gemm_macs);
 }
 
 /* the fallback epilogue: bias (may be NULL) then ReLU when asked */
@@ -256,7 +256,7 @@ static dqn_status linear_bwd_ld(dqn_backend *be, const char *op, const float *X,
         if (db) CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)N * sizeof(float), c->stream));
         return DQN_OK;
     }
-    const int own_dw = own_gemm_upto(c, M, K, N, c->own_dw_macs);
+    const int own_dw = own_gemm_upto(c, M, K, N, c->sw.own_dw_macs);
     if (own_gemm(c, M, K, N)) {
         if (dX) DQN_TRY(cuda_sgemm_dx(c, dY, W, ldw, dX, acc_dx, M, K, N));
         if (dW && own_dw) return cuda_sgemm_dw(c, X, dY, dW, ldw, db, M, K, N);

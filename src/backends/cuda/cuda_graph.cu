@@ -62,7 +62,7 @@ dqn_status cuda_graph_compose(dqn_backend *be, void *const *children, int n, voi
     cudaGraph_t parent;
     CUDA_CHECK(cudaGraphCreate(&parent, 0));
     cudaGraphExec_t e = NULL;
-    dqn_status s = compose(parent, children, n, cuda_of(be)->side_prio, &e);
+    dqn_status s = compose(parent, children, n, cuda_of(be)->sw.side_prio, &e);
     cudaGraphDestroy(parent);
     if (s == DQN_OK) *exec = e;
     return s;
@@ -98,7 +98,7 @@ void cuda_lane_use(cuda_impl *c, int k) {
 static dqn_status blas_follow(cuda_impl *c) {
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, CUDA_WORKSPACE_BYTES));
-    if (c->side_sms) CUBLAS_CHECK(cublasSetSmCountTarget(c->blas, c->on_side ? c->side_sms : 0));
+    if (c->sw.side_sms) CUBLAS_CHECK(cublasSetSmCountTarget(c->blas, c->on_side ? c->sw.side_sms : 0));
     return DQN_OK;
 }
 
@@ -135,11 +135,11 @@ dqn_status cuda_side_join(dqn_backend *be) {
  * a capture, where the branch's ops end at the stage's join, and when nothing issued there is
  * pending, so that the main lane may write the side's scratch for it. */
 int cuda_side_leaf(const cuda_impl *c) {
-    return c->side_leaf && c->capturing && !c->on_side && !c->side_pending &&
+    return c->sw.side_leaf && c->capturing && !c->on_side && !c->side_pending &&
            c->lane[1].stream != c->lane[0].stream;
 }
 
 int cuda_side_dw(dqn_backend *be, int M, int K, int N) {
     const cuda_impl *c = cuda_of(be);
-    return c->lane[1].stream != c->lane[0].stream && (double)M * K * N <= c->side_dw_macs;
+    return c->lane[1].stream != c->lane[0].stream && (double)M * K * N <= c->sw.side_dw_macs;
 }

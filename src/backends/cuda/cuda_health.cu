@@ -569,7 +569,7 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
      * (or, with health_stage_parts, where they have more partials than that) */
     size_t staged = (size_t)n_drefs, tasks = 0;
     for (int j = 0; j < nc; j++) {
-        if (!desc->defer && c->health_stage_parts > 0 && nb[j] > c->health_stage_parts) {
+        if (!desc->defer && c->sw.health_stage_parts > 0 && nb[j] > c->sw.health_stage_parts) {
             big[j] = 1;
             staged += 1;
             continue;

@@ -180,7 +180,7 @@ dqn_status cuda_targets_huber(dqn_backend *be, const dqn_target_io *t, const flo
                               float *loss_out, float *dZ, float *per_sample, int B, int N, int Nt,
                               const dqn_branches *br, dqn_target_mode mode, float kappa) {
     CUDA_ARG(t, "targets_huber: NULL targets");
-    if (!cuda_of(be)->fused_targets)
+    if (!cuda_of(be)->sw.fused_targets)
         return dqn_targets_huber_seq(be, t, Z, tau, act, w, loss_out, dZ, per_sample, B, N, Nt,
                                      br, mode, kappa);
     return qh_run(be, "targets_huber", t, Z, tau, act, NULL, w, loss_out, dZ, per_sample, B, N,

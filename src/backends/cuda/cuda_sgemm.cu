@@ -270,16 +270,16 @@ __global__ void __launch_bounds__(SG_T) k_sgemm(sg_args k) {
 /* tiles of 64 (16 reduction rows a stage) where they give the GPU enough blocks, else 32 (32) */
 template <bool A_R1, bool B_J1>
 static dqn_status sg_launch(cuda_impl *c, sg_args *k, int split) {
-    const int big = c->sg_tile ? c->sg_tile == 64
+    const int big = c->sw.sg_tile ? c->sw.sg_tile == 64
                                : ((k->M + 63) / 64) * ((k->N + 63) / 64) >= c->sm_count / 2;
     const int bm = big ? 64 : 32, bk = big ? 16 : 32;
     dim3 grid((unsigned)((k->M + bm - 1) / bm), (unsigned)((k->N + bm - 1) / bm), 1);
     const long tiles = (long)grid.x * grid.y;
     int z = 1;
-    if (split && c->sg_split > 0) {
+    if (split && c->sw.sg_split > 0) {
         /* about sg_split blocks a multiprocessor, each at least two stages of the reduction, as
          * many as the workspace and the counters hold */
-        long want = ((long)c->sg_split * c->sm_count + tiles - 1) / tiles;
+        long want = ((long)c->sw.sg_split * c->sm_count + tiles - 1) / tiles;
         long most = (k->R + 2 * bk - 1) / (2 * bk);
         long room = (long)(CUDA_WORKSPACE_BYTES / sizeof(float)) / ((long)k->M * k->N + k->M);
         z = (int)(want < most ? want : most);

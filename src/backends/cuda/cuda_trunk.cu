@@ -169,9 +169,9 @@ static int tr_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
  * multiple of 4 and 16-byte aligned inputs (its copies are 16 bytes), and the shared memory
  * there. */
 static int trunk_fused(const cuda_impl *c, const dqn_trunk_io *t) {
-    const double M = t->M, d = t->d, own = cuda_own_macs(c, c->own_gemm_macs);
-    if (own <= 0 || t->d > TR_MAX_D || t->d % 4 || t->M > c->trunk_rows) return 0;
-    if (t->W_in && (t->obs > c->own_gemm_width || t->obs % 4 || M * t->obs * d > own ||
+    const double M = t->M, d = t->d, own = cuda_own_macs(c, c->sw.own_gemm_macs);
+    if (own <= 0 || t->d > TR_MAX_D || t->d % 4 || t->M > c->sw.trunk_rows) return 0;
+    if (t->W_in && (t->obs > c->sw.own_gemm_width || t->obs % 4 || M * t->obs * d > own ||
                     !tr_aligned(t->x) || !tr_aligned(t->W_in) || !tr_aligned(t->b_in)))
         return 0;
     if (!t->W_in && !tr_aligned(t->h0)) return 0;
