@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "backends/cpu/cpu.h"
+#include "backends/cuda_switches.h"
 #include "bench_model.h"
 #include "core/error.h"
 #include "op_counter.h"
@@ -97,10 +98,15 @@ int main(int argc, char **argv) {
         t1 = now();
         double ups = iters / (t1 - t0);
         static const char *const hname[] = {"off", "detect", "guard"};
+        /* the CUDA switches set away from their defaults, so that a log says what ran */
+        char sw_set[512] = "";
+        dqn_cuda_switches sw;
+        if (cuda && dqn_cuda_switches_read(&sw, getenv) == DQN_OK)
+            dqn_cuda_switches_describe(&sw, sw_set, sizeof sw_set);
         printf("update %s model=%s gemm=%s math=%s health=%s B=%d N=32: %.1f updates/s, "
-               "%.3f ms/update, %.0f samples/s\n",
+               "%.3f ms/update, %.0f samples/s%s%s\n",
                be->ops->name, model, cuda ? "own+cublas" : dqn_cpu_gemm_name(), tf32 ? "tf32" : "fp32",
-               hname[health], B, ups, 1e3 / ups, ups * B);
+               hname[health], B, ups, 1e3 / ups, ups * B, *sw_set ? "; " : "", sw_set);
         dqn_replay_destroy(&r);
         dqn_model_destroy(&m);
         be->ops->destroy(be);
