@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "backends/cuda_switches.h"
 #include "core/error.h"
 #include "dqn_philox.h"
 #include "model/model.h"
@@ -61,6 +62,39 @@ static dqn_status bench_replay(dqn_replay *r, dqn_backend *be, const dqn_arch *a
         dqn_replay_destroy(r);
     free(o); free(no); free(R); free(dc); free(ac);
     return s;
+}
+
+/* The update on be with issue 3's model (weights from seed 1) and the full replay it samples. */
+typedef struct {
+    dqn_model m;
+    dqn_replay r;
+    dqn_replay_view v;
+} bench_update_run;
+
+static dqn_status bench_run_make(bench_update_run *b, dqn_backend *be, const dqn_arch *a, int B,
+                                 dqn_health_mode health) {
+    dqn_update_cfg u = bench_ucfg(B, health);
+    dqn_status s = dqn_model_create(&b->m, be, a, &u);
+    if (s != DQN_OK) return s;
+    if ((s = dqn_model_init_weights(&b->m, 1)) != DQN_OK || (s = bench_replay(&b->r, be, a))) {
+        dqn_model_destroy(&b->m);
+        return s;
+    }
+    dqn_replay_view_of(&b->r, &b->v);
+    return DQN_OK;
+}
+
+static void bench_run_free(bench_update_run *b) {
+    dqn_replay_destroy(&b->r);
+    dqn_model_destroy(&b->m);
+}
+
+/* the CUDA switches set away from their defaults ("" when none), so that a result line says what
+ * ran */
+static void bench_switches(char *buf, size_t n) {
+    dqn_cuda_switches sw;
+    buf[0] = 0;
+    if (dqn_cuda_switches_read(&sw, getenv) == DQN_OK) dqn_cuda_switches_describe(&sw, buf, n);
 }
 
 #endif

@@ -21,7 +21,6 @@ int main(void) {
 #else
 #include <cupti.h>
 
-#include "backends/cuda_switches.h"
 #include "bench_model.h"
 
 typedef struct {
@@ -160,15 +159,9 @@ int main(int argc, char **argv) {
     dqn_backend *be = NULL;
     dqn_status s = dqn_backend_cuda_create(&be, 0, tf32 ? DQN_MATH_TF32 : DQN_MATH_FP32);
     if (s) return fail("backend", s);
-    dqn_arch a = bench_arch(model);
-    dqn_update_cfg u = bench_ucfg(B, health);
-    dqn_model m;
-    if ((s = dqn_model_create(&m, be, &a, &u)) || (s = dqn_model_init_weights(&m, 1)))
-        return fail("model", s);
-    dqn_replay r;
-    if ((s = bench_replay(&r, be, &a))) return fail("replay", s);
-    dqn_replay_view v;
-    dqn_replay_view_of(&r, &v);
+    const dqn_arch a = bench_arch(model);
+    bench_update_run run;
+    if ((s = bench_run_make(&run, be, &a, B, health))) return fail("model and replay", s);
     /* the replays one at a time, each between two CUPTI timestamps (the records' clock): a
      * replay's kernels are those that start between its two */
     const int warm = 20, total = warm + replays;
@@ -176,7 +169,7 @@ int main(int argc, char **argv) {
     if (!t_launch) return fail("timestamps", DQN_ERR(DQN_ERR_NOMEM, "bench_timeline"));
     for (int i = 0; i < total; i++) {
         CUPTI_TRY(cuptiGetTimestamp(&t_launch[i]));
-        if ((s = dqn_model_update(&m, &v))) return fail("update", s);
+        if ((s = dqn_model_update(&run.m, &run.v))) return fail("update", s);
         if ((s = be->ops->sync(be))) return fail("sync", s);
     }
     CUPTI_TRY(cuptiGetTimestamp(&t_launch[total]));
@@ -219,10 +212,8 @@ int main(int argc, char **argv) {
     if (cpath && *cpath && !(csv = fopen(cpath, "w")))
         fprintf(stderr, "bench_timeline: cannot write %s\n", cpath);
     if (csv) fprintf(csv, "replay,rank,start_ns,end_ns,channel,node,grid,block,name\n");
-    char sw_set[512] = "";
-    dqn_cuda_switches sw;
-    if (dqn_cuda_switches_read(&sw, getenv) == DQN_OK)
-        dqn_cuda_switches_describe(&sw, sw_set, sizeof sw_set);
+    char sw_set[512];
+    bench_switches(sw_set, sizeof sw_set);
     printf("timeline %s model=%s health=%s B=%d: %zu replays of %zu kernels (%zu with that count; "
            "matched by %s)%s%s\n",
            dev, model, argc > 3 ? argv[3] : "off", B, ng, nk, same,
@@ -269,8 +260,7 @@ int main(int argc, char **argv) {
     free(t_launch);
     free(col);
     free(recs);
-    dqn_replay_destroy(&r);
-    dqn_model_destroy(&m);
+    bench_run_free(&run);
     be->ops->destroy(be);
     return 0;
 }

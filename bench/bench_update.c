@@ -11,7 +11,6 @@
 #include <time.h>
 
 #include "backends/cpu/cpu.h"
-#include "backends/cuda_switches.h"
 #include "bench_model.h"
 #include "core/error.h"
 #include "op_counter.h"
@@ -66,28 +65,23 @@ int main(int argc, char **argv) {
         oc_dry = count;
         if (s) return fail("backend", s);
         if (strcmp(dev, "cpu") == 0) dqn_cpu_set_threads(1);   /* one core, as the solve bench */
-        dqn_update_cfg u = bench_ucfg(B, health);
-        dqn_model m;
-        if ((s = dqn_model_create(&m, be, &a, &u)) || (s = dqn_model_init_weights(&m, 1)))
-            return fail("model", s);
-        dqn_replay r;
-        if ((s = bench_replay(&r, be, &a))) return fail("replay", s);
-        dqn_replay_view v;
-        dqn_replay_view_of(&r, &v);
+        bench_update_run run;
+        if ((s = bench_run_make(&run, be, &a, B, health))) return fail("model and replay", s);
+        dqn_model *m = &run.m;
+        const dqn_replay_view *v = &run.v;
         if (count) {
-            if ((s = print_counts(&m, &v, model, B))) return fail("count", s);
-            dqn_replay_destroy(&r);
-            dqn_model_destroy(&m);
+            if ((s = print_counts(m, v, model, B))) return fail("count", s);
+            bench_run_free(&run);
             be->ops->destroy(be);
             continue;
         }
         for (int w = 0; w < 5; w++)
-            if ((s = dqn_model_update(&m, &v))) return fail("update", s);
+            if ((s = dqn_model_update(m, v))) return fail("update", s);
         be->ops->sync(be);
         int iters = 0;
         double t0 = now(), t1 = t0;
         while (t1 - t0 < 1.0 || iters < 10) {
-            if ((s = dqn_model_update(&m, &v))) return fail("update", s);
+            if ((s = dqn_model_update(m, v))) return fail("update", s);
             iters++;
             if (iters % 5 == 0) {
                 be->ops->sync(be);
@@ -98,17 +92,13 @@ int main(int argc, char **argv) {
         t1 = now();
         double ups = iters / (t1 - t0);
         static const char *const hname[] = {"off", "detect", "guard"};
-        /* the CUDA switches set away from their defaults, so that a log says what ran */
         char sw_set[512] = "";
-        dqn_cuda_switches sw;
-        if (cuda && dqn_cuda_switches_read(&sw, getenv) == DQN_OK)
-            dqn_cuda_switches_describe(&sw, sw_set, sizeof sw_set);
+        if (cuda) bench_switches(sw_set, sizeof sw_set);
         printf("update %s model=%s gemm=%s math=%s health=%s B=%d N=32: %.1f updates/s, "
                "%.3f ms/update, %.0f samples/s%s%s\n",
                be->ops->name, model, cuda ? "own+cublas" : dqn_cpu_gemm_name(), tf32 ? "tf32" : "fp32",
                hname[health], B, ups, 1e3 / ups, ups * B, *sw_set ? "; " : "", sw_set);
-        dqn_replay_destroy(&r);
-        dqn_model_destroy(&m);
+        bench_run_free(&run);
         be->ops->destroy(be);
     }
     return 0;
