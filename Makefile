@@ -75,6 +75,8 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 .PHONY: all lib test test-unit test-gpu install clean bench info
 all: info $(BUILD)/libdqn.a $(BUILD)/libdqn.so $(BUILD)/dqn $(TESTS) $(BENCHES)
 
+lib: $(BUILD)/libdqn.a $(BUILD)/libdqn.so
+
 info:
 	@echo "dqn: GEMM=$(BLAS) CUDA=$(CUDA) SAN=$(SAN) build=$(BUILD)$(if $(CUPTI_SO), CUPTI=1)"
 

@@ -35,7 +35,9 @@ const char *dqn_last_error(void);
  * default and help; dqn_config_set() is the only validated way in from text. */
 typedef struct {
     /* run */
-    char env[DQN_CFG_STR];          /* cartpole | acrobot | mountaincar | market */
+    char env[DQN_CFG_STR];          /* cartpole | acrobot | mountaincar | market | external */
+    char env_id[DQN_CFG_STR];       /* external: the env's name (e.g. a Gymnasium id), for records */
+    int obs_dim;                    /* external: observation size (built-in envs: 0, their own) */
     int64_t steps;                  /* total env steps */
     uint64_t seed;
     char device[DQN_CFG_STR];       /* cpu | cuda | auto */
@@ -129,6 +131,46 @@ void dqn_config_help(FILE *f);
 /* 1 if key names a config field */
 int dqn_config_has_key(const char *key);
 
+/* ---- environments: the C env API ----
+ * An env is num_envs slots stepped together. The vector that drives it owns every buffer
+ * (struct of arrays, row i = slot i), each slot's private state and each slot's random stream,
+ * applies the time limit, and resets a finished slot itself, after keeping its last observation;
+ * the built-in envs are values of this same type (dqn_env_builtin). */
+#define DQN_MAX_BRANCHES 16
+
+/* A slot's random stream: Philox4x32-10 keyed by (seed, stream), one block per draw. The vector
+ * seeds slot i with the run's seed and its own stream id; counter is saved in checkpoints. */
+typedef struct {
+    uint64_t seed;
+    uint32_t stream;
+    uint64_t counter;
+} dqn_rng;
+double dqn_rng_uniform(dqn_rng *r);               /* [0, 1), 53 bits */
+uint32_t dqn_rng_below(dqn_rng *r, uint32_t n);   /* [0, n) */
+
+typedef struct dqn_env_api {
+    const char *name;
+    int obs_dim;                             /* floats in one observation */
+    int n_branches;                          /* action dimensions: one index per branch */
+    int branch_sizes[DQN_MAX_BRANCHES];      /* choices of each branch, each in [2, 64] */
+    int max_steps;                           /* the vector truncates an episode here; 0 = never */
+    size_t state_size;                       /* bytes of one slot's state (0 allowed) */
+    void *ctx;                               /* the env's own data, handed to every call */
+    /* New episodes in the slots i < n with mask[i] != 0 (mask NULL: every slot): slot i's
+     * state at state + i * state_size from rng[i], its first observation at obs + i * obs_dim. */
+    dqn_status (*reset)(void *ctx, int n, const uint8_t *mask, void *state, dqn_rng *rng,
+                        float *obs);
+    /* One step of every slot with actions [n, n_branches]: obs [n, obs_dim], reward [n],
+     * terminated [n] and truncated [n] (the env's own time limit; may stay 0). No reset here. */
+    dqn_status (*step)(void *ctx, int n, const int32_t *actions, void *state, dqn_rng *rng,
+                       float *obs, float *reward, uint8_t *terminated, uint8_t *truncated);
+    void (*close)(void *ctx);                /* optional: called once when the trainer is done */
+} dqn_env_api;
+
+/* A built-in env ("cartpole", "acrobot", "mountaincar") as an env API value. The market env
+ * takes its data from a config: dqn_trainer_create makes it. */
+dqn_status dqn_env_builtin(const char *name, dqn_env_api *out);
+
 /* ---- trainer ---- */
 typedef struct dqn_trainer dqn_trainer;
 
@@ -144,7 +186,13 @@ typedef struct {
     int64_t skipped_updates;
 } dqn_train_stats;
 
+/* A trainer on the config's env. With env = external it has no env of its own: the host steps
+ * the env and drives the loop with dqn_trainer_act / dqn_trainer_observe (obs_dim and branches
+ * give the shape). */
 dqn_status dqn_trainer_create(const dqn_config *c, dqn_trainer **out);
+/* A trainer on a user env (the config's env, obs_dim and branches are taken from it; env_id is
+ * env->name). The trainer calls env->close, if any, when destroyed, also on failure here. */
+dqn_status dqn_trainer_create_env(const dqn_config *c, const dqn_env_api *env, dqn_trainer **out);
 void dqn_trainer_destroy(dqn_trainer *t);
 /* Run env steps until stats.env_steps >= target_env_steps (or the config's steps). */
 dqn_status dqn_trainer_run_until(dqn_trainer *t, int64_t target_env_steps);
@@ -156,7 +204,35 @@ const char *dqn_trainer_backend(const dqn_trainer *t);
 dqn_status dqn_trainer_save(const dqn_trainer *t, const char *path);
 /* Resume: the config is taken from the checkpoint; the run continues bit-exactly on the CPU. */
 dqn_status dqn_trainer_load(const char *path, const char *device, dqn_trainer **out);
-/* Greedy evaluation on fresh episodes (fixed midpoint taus), results per episode optional. */
+/* A checkpoint loaded with another env of the same shape (obs_dim and branch sizes): env NULL
+ * gives a host-driven trainer (env = external), else a trainer on env (closed as above). The
+ * model, optimizer, replay, counters and streams resume; the envs start fresh episodes. */
+dqn_status dqn_trainer_load_env(const char *path, const char *device, const dqn_env_api *env,
+                                dqn_trainer **out);
+
+/* ---- the host-driven loop: the host steps num_envs envs, the trainer acts and learns ---- */
+/* Actions [num_envs, D] for observations [num_envs, obs_dim]: epsilon-greedy per branch at the
+ * schedule's epsilon (steps, eps_*), else greedy on K random taus. */
+dqn_status dqn_trainer_act(dqn_trainer *t, const float *obs, int32_t *actions);
+/* One step of every env: obs [num_envs, obs_dim] the step started from, its actions, reward,
+ * next_obs (what the step returned, before any reset), terminated and truncated [num_envs];
+ * valid [num_envs] (NULL = all) leaves out a slot's non-transition (an autoreset step).
+ * Truncation bootstraps, termination does not. Then the updates the schedule owes (learning_starts,
+ * train_freq, updates_per_round) run before it returns. */
+dqn_status dqn_trainer_observe(dqn_trainer *t, const float *obs, const int32_t *actions,
+                               const float *reward, const float *next_obs,
+                               const uint8_t *terminated, const uint8_t *truncated,
+                               const uint8_t *valid);
+/* n more updates now, off the schedule (DQN_ERR_ARG while the replay holds < batch_size). */
+dqn_status dqn_trainer_update(dqn_trainer *t, int n);
+/* Greedy actions [n, D] for any n observations (midpoint taus, as evaluation uses). */
+dqn_status dqn_trainer_predict(dqn_trainer *t, const float *obs, int n, int32_t *actions);
+/* The model's shape: observation size, and branches (sizes written when non-NULL). */
+int dqn_trainer_obs_dim(const dqn_trainer *t);
+int dqn_trainer_branches(const dqn_trainer *t, int *sizes);
+
+/* Greedy evaluation on fresh episodes (fixed midpoint taus), results per episode optional.
+ * DQN_ERR_ARG on a host-driven trainer (it has no env to run). */
 dqn_status dqn_trainer_evaluate(dqn_trainer *t, int episodes, uint64_t seed, double *mean,
                                 double *std, double *returns_out);
 /* Losses of every update so far are appended here when non-NULL (tests of resume use it). */
