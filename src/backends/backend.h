@@ -254,7 +254,7 @@ typedef struct dqn_ops {
     dqn_status (*rand_uniform_multi)(dqn_backend *be, const dqn_draws *d, uint64_t seed,
                                      const uint64_t *step);
 
-    /* ---- fused ops (issue 3): each stands for a sequence of the ops above (named in its
+    /* ---- fused ops: each stands for a sequence of the ops above (named in its
      * comment), in as few kernels as its dependencies allow on CUDA. On the CPU each is the
      * reference: the unfused sequence bit for bit where a comment says so, else naive loops
      * with double accumulators. ---- */

@@ -23,7 +23,7 @@
  * multiply-adds (side_dw): every one (measured on the H200 against none: cartpole B = 32 / 256
  * / 4096 and every seed size faster, cartpole B = 1024 0.327 -> 0.380 ms slower; 2^25 measured
  * 0.321 there but slower on the seed model, and has not run with the tests yet: docs/gpu-notes.md,
- * "Twelfth session") */
+ * "Open items") */
 #define SIDE_DW_MACS 1e30
 /* trunk_fwd in one kernel (cuda_trunk.cu) up to this many rows */
 #define TRUNK_ROWS 2048
@@ -33,12 +33,12 @@
  * OWN_GEMM_WIDTH wide: cuda_gemm.cu), cuBLAS above */
 #define OWN_GEMM_MACS ((double)(1 << 25))
 /* ... and K, N at most this (the seed model's 256-wide layers ran 8-22% slower on them in the
- * fifth session, before the split tail and epilogue loads) */
+ * H200, measured before the split tail and epilogue loads) */
 #define OWN_GEMM_WIDTH 128
 /* In TF32 math the own kernels (fp32, closer to the exact product than TF32) may still run the
  * GEMMs up to this many multiply-adds, where TF32 cannot shorten a latency-bound GEMM: 2^24 takes
  * all of the cartpole model's at B = 32, whose fp32 update (own kernels) took 0.086 ms on the H200
- * against 0.096 with TF32 cuBLAS (twelfth session), and its trunk at B = 256 (trunk_fwd). Off
+ * against 0.096 with TF32 cuBLAS, and its trunk at B = 256 (trunk_fwd). Off
  * (cuBLAS's TF32 at every size) until an H200 has run it. */
 #define OWN_TF32_MACS 0.0
 

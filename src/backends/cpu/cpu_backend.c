@@ -718,7 +718,7 @@ static const dqn_ops cpu_ops = {
     .gather_i32 = gather_i32,
     .sample_batch = sample_batch,
     .rand_uniform_multi = rand_uniform_multi,
-    /* ---- fused ops (issue 3) ---- */
+    /* ---- fused ops ---- */
     .heads_fwd = cpu_heads_fwd,
     .l2_norm2 = cpu_l2_norm2,
     .heads_bwd = cpu_heads_bwd,

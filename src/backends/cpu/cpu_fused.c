@@ -1,4 +1,4 @@
-/* The CPU backend's fused ops (issue 3): the reference for the CUDA kernels that fuse. Most are
+/* The CPU backend's fused ops: the reference for the CUDA kernels that fuse. Most are
  * the unfused sequence run through the CPU op table, so they equal it bit for bit; the heads'
  * ops read the stacked hidden layer in place and sum in double; iqn_bwd is one loop in the
  * sequence's own rounding order. */

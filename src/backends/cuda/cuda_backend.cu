@@ -185,7 +185,7 @@ static const dqn_ops cuda_ops = {
     .gather_i32 = cuda_gather_i32,
     .sample_batch = cuda_sample_batch,
     .rand_uniform_multi = cuda_rand_uniform_multi,
-    /* ---- fused ops (issue 3) ---- */
+    /* ---- fused ops ---- */
     .heads_fwd = cuda_heads_fwd,
     .l2_norm2 = cuda_l2_norm2,
     .heads_bwd = cuda_heads_bwd,

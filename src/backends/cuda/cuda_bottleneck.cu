@@ -1,4 +1,4 @@
-/* The bottleneck split's elementwise parts (issue 3): the per-sample half W_bn_h h + b, computed on
+/* The bottleneck split's elementwise parts: the per-sample half W_bn_h h + b, computed on
  * B rows, added to every tau's row of the z half with the ReLU; and, backward, the ReLU mask with
  * the per-sample sum over taus that the h half's gradients need. The tau sums run in tau order in
  * one thread per (sample, column), in the CPU reference's rounding (no FMA). */

@@ -462,7 +462,7 @@ dqn_status cuda_sample_batch(dqn_backend *be, const dqn_sample_src *src, const d
 dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
                                    const uint64_t *step);
 
-/* fused ops (issue 3) */
+/* fused ops: each stands for a sequence of the ops above (backend.h) */
 dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
                           const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
                           int H, const dqn_branches *br);

@@ -1,5 +1,5 @@
 /* The dueling heads after the stacked hidden layer hva [R, 2H] (value hidden in columns 0:H,
- * advantage hidden in H:2H), fused (issue 3): the forward (v2, a2 and the dueling combine) is one
+ * advantage hidden in H:2H), fused: the forward (v2, a2 and the dueling combine) is one
  * kernel, or at large R a cuBLAS GEMM for the advantages and a combine kernel (the values too),
  * and the backward from dV, dAdv (the head-gradient clip, the v2/a2 input gradients through the
  * ReLUs, and the v2/a2 parameter gradients) is two: the parameter gradients are sums over rows,

@@ -1,4 +1,4 @@
-/* The GRN block's tail fused (issue 3): gate + LayerNorm forward in one kernel, and LayerNorm
+/* The GRN block's tail fused: gate + LayerNorm forward in one kernel, and LayerNorm
  * backward + gate backward, with dgamma/dbeta, in one kernel. One warp per row, with the
  * arithmetic of cuda_elementwise.cu's gate and cuda_norm.cu's LayerNorm; dgamma and dbeta are
  * column sums: per-warp sums in shared memory, per-block partials in scratch, and the last block

@@ -124,7 +124,7 @@ dqn_status cuda_concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, 
     LAUNCH_1D(k_concat_bcast_bwd, (size_t)B * (size_t)d, dout, dz, dh, (size_t)B, T, d);
 }
 
-/* ---- fused (issue 3) ---- */
+/* ---- fused: z (and cat) in one pass; the backward in one kernel ---- */
 
 /* z = h * phi and, with cat, cat = [z, h]: one pass instead of two (the BC_ layout) */
 template <int V>
@@ -252,7 +252,7 @@ dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, cons
     return cuda_colsum(c, dphi, B * T, d, NULL, NULL, NULL, NULL, dphi_b);
 }
 
-/* ---- the embedding in one kernel (issue 3) ---- */
+/* ---- the embedding in one kernel ---- */
 
 /* z = h * ReLU(W cos(pi k tau) + b). W^T [K][D] stays in shared memory for the block's life; each
  * warp takes RPW rows of a tile at a time, writes their cosines to its own slice of shared memory
