@@ -12,6 +12,8 @@ CC       ?= cc
 NVCC     ?= nvcc
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
+# The version, defined once: include/dqn.h's DQN_VERSION (dqn.pc takes it from here)
+VERSION  := $(shell sed -n 's/.*define DQN_VERSION "\(.*\)".*/\1/p' include/dqn.h)
 
 CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -D_POSIX_C_SOURCE=200809L \
                -Iinclude -Isrc
@@ -72,7 +74,7 @@ TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 BENCH_SRCS := $(sort $(wildcard bench/bench_*.c))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
-.PHONY: all lib test test-unit test-gpu install clean bench info
+.PHONY: all lib lib-and-tests test test-unit test-gpu install clean bench info
 all: info $(BUILD)/libdqn.a $(BUILD)/libdqn.so $(BUILD)/dqn $(TESTS) $(BENCHES)
 
 lib: $(BUILD)/libdqn.a $(BUILD)/libdqn.so
@@ -129,7 +131,7 @@ install: $(BUILD)/libdqn.a $(BUILD)/libdqn.so $(BUILD)/dqn
 	install -m 755 $(BUILD)/libdqn.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/dqn.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/dqn $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' -e 's|@LIBS@|$(LDLIBS)|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@LIBS@|$(LDLIBS)|' \
 	    dqn.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dqn.pc
 
 clean:
