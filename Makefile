@@ -73,9 +73,14 @@ TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 BENCH_SRCS := $(sort $(wildcard bench/bench_*.c))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+EXAMPLE_SRCS := $(sort $(wildcard examples/*.c))
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 
-.PHONY: all lib lib-and-tests test test-unit test-gpu install clean bench info
-all: info $(BUILD)/libdqn.a $(BUILD)/libdqn.so $(BUILD)/dqn $(TESTS) $(BENCHES)
+.PHONY: all lib examples lib-and-tests test test-unit test-gpu install clean bench info
+all: info $(BUILD)/libdqn.a $(BUILD)/libdqn.so $(BUILD)/dqn $(TESTS) $(BENCHES) $(EXAMPLES)
+
+# Programs that use only the public header, as a user's would (the C env API and trainer)
+examples: $(EXAMPLES)
 
 lib: $(BUILD)/libdqn.a $(BUILD)/libdqn.so
 
@@ -103,6 +108,10 @@ $(BUILD)/dqn: $(CLI_OBJS) $(BUILD)/libdqn.a
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libdqn.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libdqn.a include/dqn.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libdqn.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)

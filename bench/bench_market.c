@@ -78,7 +78,7 @@ static int dump(const char *dir) {
         for (int a = 0; a < A; a++)
             act[i * A + a] = (int32_t)dqn_philox_below(2, DQN_STREAM_EXPLORE, (uint64_t)i * A + a,
                                                        (uint32_t)x->levels);
-        env.type->step(x, &s, act + (size_t)i * A, obs + (size_t)(i + 1) * od, &rew[i],
+        dqn_market_step1(x, &s, act + (size_t)i * A, obs + (size_t)(i + 1) * od, &rew[i],
                        &terminated);
     }
     snprintf(path, sizeof path, "%s/meta.json", dir);

@@ -20,7 +20,7 @@ enum { BENCH_ACTION_ROWS = 1024 }; /* steps of pre-drawn actions, cycled */
 
 static inline double env_steps_per_s(const dqn_env *env, int n, double seconds) {
     dqn_vecenv v;
-    size_t per_row = (size_t)n * (size_t)(env->type ? env->n_branches : 1);
+    size_t per_row = (size_t)n * (size_t)(env->step ? env->n_branches : 1);
     int32_t *act = malloc(BENCH_ACTION_ROWS * per_row * sizeof *act);
     if (!act || dqn_vecenv_create(&v, env, n, 1, DQN_STREAM_ENV) != DQN_OK) {
         fprintf(stderr, "cannot create %d %s envs: %s\n", n, env->name ? env->name : "(null)",

@@ -27,6 +27,12 @@ typedef enum {
 const char *dqn_status_str(dqn_status s);
 /* The message of the last failure on this thread ("" if none). */
 const char *dqn_last_error(void);
+/* For code called by the library (an env): record why it fails; returns s. */
+dqn_status dqn_set_error(dqn_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 #define DQN_CFG_STR 64
 #define DQN_CFG_MAX_BRANCHES 16

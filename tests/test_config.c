@@ -20,6 +20,8 @@ static const struct {
     const char *value;
 } keys[] = {
     {FIELD(env), "acrobot"},
+    {FIELD(env_id), "MyEnv-v0"},
+    {FIELD(obs_dim), "8"},
     {FIELD(steps), "123456789012"},
     {FIELD(seed), "18446744073709551615"},
     {FIELD(device), "cuda"},   /* not cpu: ranks below is > 1, which needs a GPU */
@@ -533,10 +535,27 @@ static void test_presets(void) {
     CHECK(strcmp(c.env, "market") == 0 && c.gamma == 0.5 && c.n_step == 1 && c.num_envs == 4 &&
               c.folds == 4 && c.position_levels == 3 && c.data[0] == 0, "market preset");
     CHECK_OK(dqn_config_validate(&c));
+    /* a preset of a host-stepped env: env external with the env's shape */
+    CHECK_OK(dqn_config_preset(&c, "lunarlander"));
+    CHECK(strcmp(c.env, "external") == 0 && c.obs_dim == 8 && strcmp(c.branches, "4") == 0 &&
+              strcmp(c.env_id, "LunarLander-v3") == 0, "lunarlander preset");
+    CHECK_OK(dqn_config_validate(&c));
+    CHECK(dqn_config_preset(&c, "external") == DQN_ERR_ARG, "external is no preset");
+    /* external needs the shape */
+    dqn_config ext;
+    dqn_config_defaults(&ext);
+    CHECK_OK(dqn_config_set(&ext, "env", "external"));
+    CHECK(dqn_config_validate(&ext) == DQN_ERR_ARG &&
+              strstr(dqn_last_error(), "env external needs obs_dim >= 1 and branches"),
+          "external without a shape: %s", dqn_last_error());
+    CHECK_OK(dqn_config_set(&ext, "obs_dim", "3"));
+    CHECK_OK(dqn_config_set(&ext, "branches", "2,5"));
+    CHECK_OK(dqn_config_validate(&ext));
     dqn_config before = c;
     CHECK(dqn_config_preset(&c, "pong") == DQN_ERR_ARG, "unknown preset");
     CHECK(strcmp(dqn_last_error(),
-                 "unknown preset \"pong\" (expected one of cartpole|acrobot|mountaincar|market)")
+                 "unknown preset \"pong\" (expected one of "
+                 "cartpole|acrobot|mountaincar|market|lunarlander)")
               == 0,
           "preset message: %s", dqn_last_error());
     CHECK(memcmp(&c, &before, sizeof c) == 0, "a failed preset changed the config");

@@ -51,13 +51,13 @@ static void test_registry(void) {
         CHECK(t != NULL, "%s not found", names[k]);
         if (!t) continue;
         CHECK(strcmp(t->name, names[k]) == 0 && strcmp(t->gym_id, ids[k]) == 0, "%s", t->gym_id);
-        CHECK(t->obs_dim == obs_dim[k] && t->n_branches == 1 && t->branch_sizes[0] == actions[k],
-              "%s: obs_dim %d, %d branches of %d", names[k], t->obs_dim, t->n_branches,
-              t->branch_sizes[0]);
-        CHECK(t->max_steps == max_steps[k] && t->state_dim == state_dim[k], "%s: max_steps %d",
-              names[k], t->max_steps);
-        CHECK(t->state_size >= (size_t)t->state_dim * sizeof(double), "%s: state_size %zu",
-              names[k], t->state_size);
+        CHECK(t->api.obs_dim == obs_dim[k] && t->api.n_branches == 1 && t->api.branch_sizes[0] == actions[k],
+              "%s: obs_dim %d, %d branches of %d", names[k], t->api.obs_dim, t->api.n_branches,
+              t->api.branch_sizes[0]);
+        CHECK(t->api.max_steps == max_steps[k] && t->state_dim == state_dim[k], "%s: max_steps %d",
+              names[k], t->api.max_steps);
+        CHECK(t->api.state_size >= (size_t)t->state_dim * sizeof(double), "%s: state_size %zu",
+              names[k], t->api.state_size);
     }
     CHECK(dqn_env_find("pong") == NULL && dqn_env_find(NULL) == NULL, "unknown names");
     CHECK(strcmp(dqn_env_names(), "cartpole|acrobot|mountaincar|market") == 0, "%s",
@@ -148,7 +148,7 @@ static void test_determinism_and_streams(void) {
     enum { N = 8, STEPS = 3000 };
     for (int c = 0; c < 3; c++) {
         const dqn_env_type *t = dqn_env_find(names[c]);
-        size_t od = (size_t)t->obs_dim;
+        size_t od = (size_t)t->api.obs_dim;
         dqn_vecenv a, b, other, single[N];
         CHECK_OK(create(&a, t, N, 7, DQN_STREAM_ENV));
         CHECK_OK(create(&b, t, N, 7, DQN_STREAM_ENV));
@@ -183,12 +183,13 @@ static void test_determinism_and_streams(void) {
                     memcmp(a.truncated, b.truncated, N) == 0 &&
                     memcmp(a.done_return, b.done_return, N * sizeof(double)) == 0 &&
                     memcmp(a.done_len, b.done_len, N * sizeof(int32_t)) == 0 &&
-                    memcmp(a.draws, b.draws, N * sizeof(uint64_t)) == 0;
+                    memcmp(a.rng, b.rng, N * sizeof(dqn_rng)) == 0;
             for (int i = 0; i < N; i++) {
                 dqn_vecenv_step(&single[i], &act[i]);
                 same_single &=
                     memcmp(single[i].obs, obs_of(a.obs, &a, i), od * sizeof(float)) == 0 &&
-                    single[i].reward[0] == a.reward[i] && single[i].draws[0] == a.draws[i] &&
+                    single[i].reward[0] == a.reward[i] &&
+                    single[i].rng[0].counter == a.rng[i].counter &&
                     single[i].terminated[0] == a.terminated[i] &&
                     single[i].truncated[0] == a.truncated[i];
                 episodes += a.done_len[i] > 0;
@@ -212,14 +213,14 @@ static void test_reset_inside_step(void) {
     dqn_vecenv v;
     CHECK_OK(create(&v, t, 1, 3, DQN_STREAM_ENV));
     dqn_vecenv_reset(&v);
-    CHECK(v.draws[0] == 4, "a CartPole reset draws 4 numbers, counter %llu",
-          (unsigned long long)v.draws[0]);
+    CHECK(v.rng[0].counter == 4, "a CartPole reset draws 4 numbers, counter %llu",
+          (unsigned long long)v.rng[0].counter);
     int32_t push = 1;
     int len = 0, ended = 0;
     while (!ended && len < 1000) {
         float before[4];
         memcpy(before, v.obs, sizeof before);
-        uint64_t draw = v.draws[0];
+        uint64_t draw = v.rng[0].counter;
         dqn_vecenv_step(&v, &push);
         len++;
         ended = v.terminated[0] || v.truncated[0];
@@ -231,7 +232,7 @@ static void test_reset_inside_step(void) {
             continue;
         }
         const float *f = v.final_obs;
-        CHECK(v.terminated[0] && !v.truncated[0] && len < t->max_steps, "pushed right: %d steps",
+        CHECK(v.terminated[0] && !v.truncated[0] && len < t->api.max_steps, "pushed right: %d steps",
               len);
         CHECK(fabsf(f[0]) > 2.4f || fabsf(f[2]) > (float)(12 * 2 * PI_F64 / 360),
               "final observation x %g theta %g is not a fall", f[0], f[2]);
@@ -241,9 +242,12 @@ static void test_reset_inside_step(void) {
         CHECK(v.ep_len[0] == 0 && v.ep_return[0] == 0, "episode counters not reset");
         double fresh[8];
         float fresh_obs[4];
-        CHECK(t->state_size <= sizeof fresh, "state_size %zu", t->state_size);
-        t->reset(NULL, fresh, v.seed, v.stream_base, &draw, fresh_obs);
-        CHECK(memcmp(fresh_obs, v.obs, sizeof fresh_obs) == 0 && v.draws[0] == draw && draw == 8,
+        CHECK(t->api.state_size <= sizeof fresh, "state_size %zu", t->api.state_size);
+        dqn_rng r = {v.seed, v.stream_base, draw};
+        t->api.reset(NULL, 1, NULL, fresh, &r, fresh_obs);
+        draw = r.counter;
+        CHECK(memcmp(fresh_obs, v.obs, sizeof fresh_obs) == 0 && v.rng[0].counter == draw &&
+                  draw == 8,
               "obs after the reset is not the next start state (counter %llu)",
               (unsigned long long)draw);
         for (int k = 0; k < 4; k++)
@@ -258,7 +262,7 @@ static void test_reset_inside_step(void) {
     float old[4];
     memcpy(old, v.obs, sizeof old);
     dqn_vecenv_reset(&v);
-    CHECK(v.ep_len[0] == 0 && v.draws[0] == 12 && memcmp(old, v.obs, sizeof old) != 0, "reset");
+    CHECK(v.ep_len[0] == 0 && v.rng[0].counter == 12 && memcmp(old, v.obs, sizeof old) != 0, "reset");
     dqn_vecenv_destroy(&v);
 }
 
@@ -276,7 +280,7 @@ static int run_episodes(const char *name, policy_fn policy, int32_t constant, in
     int32_t act[64];
     double ret[64] = {0};
     int done = 0, terminated = 0, finished[64] = {0};
-    for (int s = 1; s <= t->max_steps && done < n; s++) {
+    for (int s = 1; s <= t->api.max_steps && done < n; s++) {
         for (int i = 0; i < n; i++) act[i] = policy ? policy(obs_of(v.obs, &v, i)) : constant;
         dqn_vecenv_step(&v, act);
         for (int i = 0; i < n; i++) {
@@ -290,7 +294,7 @@ static int run_episodes(const char *name, policy_fn policy, int32_t constant, in
             CHECK(v.reward[i] == want_r, "%s env %d step %d: reward %g, want %g", name, i, s,
                   v.reward[i], want_r);
             ret[i] += v.reward[i];
-            CHECK(trunc == (s == t->max_steps), "%s env %d step %d: truncated %d", name, i, s,
+            CHECK(trunc == (s == t->api.max_steps), "%s env %d step %d: truncated %d", name, i, s,
                   trunc);
             if (!(term || trunc)) continue;
             CHECK(v.done_len[i] == s && v.done_return[i] == ret[i],
@@ -334,21 +338,21 @@ static void test_terminated_on_last_step(void) {
     dqn_vecenv_reset(&v);
     const double start[2] = {-0.55, 0.0};
     for (int i = 0; i < N; i++)
-        t->set_state(v.state + (size_t)i * t->state_size, start, v.obs + 2 * i);
+        t->set_state(v.state + (size_t)i * t->api.state_size, start, v.obs + 2 * i);
     int32_t act[N];
     int finished[N] = {0}, both = 0, bad = 0;
-    for (int s = 1; s <= t->max_steps; s++) {
+    for (int s = 1; s <= t->api.max_steps; s++) {
         for (int i = 0; i < N; i++) act[i] = s <= i ? 1 : mountaincar_pump(obs_of(v.obs, &v, i));
         dqn_vecenv_step(&v, act);
         for (int i = 0; i < N; i++) {
             if (finished[i]) continue;
             if (v.terminated[i] || v.truncated[i]) finished[i] = s;
-            bad += v.truncated[i] != (s == t->max_steps);
+            bad += v.truncated[i] != (s == t->api.max_steps);
             both += v.terminated[i] && v.truncated[i];
         }
     }
     CHECK(bad == 0, "%d envs with truncated off the time limit", bad);
-    CHECK(both > 0, "no env terminated on step %d", t->max_steps);
+    CHECK(both > 0, "no env terminated on step %d", t->api.max_steps);
     dqn_vecenv_destroy(&v);
 }
 

@@ -68,7 +68,7 @@ static void test_accounting_by_hand(void) {
                  gross[3] = {1, 1, 0.5};
     const double pos[3][2] = {{1, -1}, {1, 1}, {0, 1}};
     for (int i = 0; i < 3; i++) {
-        env.type->step(x, &s, act[i], obs, &reward, &term);
+        dqn_market_step1(x, &s, act[i], obs, &reward, &term);
         CHECK(fabs(s.ret - R[i]) < 1e-12 && s.turnover == turnover[i] && s.gross == gross[i],
               "period %d: R %.17g (want %g), turnover %g, gross %g", i, s.ret, R[i], s.turnover,
               s.gross);

@@ -9,6 +9,7 @@ uint64_t cli_eval_seed(uint64_t run_seed) { return run_seed ^ 0x9e3779b97f4a7c15
 
 static void eval_help(void) {
     printf("usage: dqn eval --checkpoint FILE [--episodes N] [--seed S] [--device auto|cpu|cuda]\n"
+           "                [--env cartpole|acrobot|mountaincar]\n"
            "\n"
            "Loads a checkpoint written by dqn train and runs N greedy episodes (midpoint taus,\n"
            "no exploration) on fresh envs; prints the mean and standard deviation of the\n"
@@ -18,7 +19,10 @@ static void eval_help(void) {
            "  --episodes N       episodes (default: the run's eval_episodes)\n"
            "  --seed S           env seed (default: derived from the run's seed, as the final\n"
            "                     evaluation of dqn train does, so it reproduces eval.json)\n"
-           "  --device D         backend to load on (default auto)\n");
+           "  --device D         backend to load on (default auto)\n"
+           "  --env E            evaluate on this built-in env instead of the run's own; it\n"
+           "                     must have the model's shape (a checkpoint trained from Python\n"
+           "                     on CartPole-v1 evaluates with --env cartpole)\n");
 }
 
 int cli_eval(int argc, char **argv) {
@@ -30,7 +34,7 @@ int cli_eval(int argc, char **argv) {
         cli_flags_free(&f);
         return CLI_OK;
     }
-    static const char *const own[] = {"checkpoint", "episodes", "seed", "device", NULL};
+    static const char *const own[] = {"checkpoint", "episodes", "seed", "device", "env", NULL};
     for (int i = 0; i < f.n && !rc; i++) {
         int known = 0;
         for (const char *const *o = own; *o; o++) known |= cli_flag_is(&f.v[i], *o);
@@ -40,6 +44,7 @@ int cli_eval(int argc, char **argv) {
     for (const char *const *o = own; *o && !rc; o++) rc = cli_flags_once(&f, *o);
     const cli_flag *ck = cli_flags_last(&f, "checkpoint"), *ep = cli_flags_last(&f, "episodes");
     const cli_flag *sd = cli_flags_last(&f, "seed"), *dv = cli_flags_last(&f, "device");
+    const cli_flag *en = cli_flags_last(&f, "env");
     if (!rc && !ck) rc = cli_error(CLI_USAGE, "missing --checkpoint FILE (see dqn eval --help)");
     long long episodes = 0;
     uint64_t seed = 0;
@@ -50,9 +55,18 @@ int cli_eval(int argc, char **argv) {
     dqn_status s;
     if (!rc && dv && (s = dqn_config_set(&scratch, dv->key, dv->value)) != DQN_OK)
         rc = cli_fail_status(s);
+    dqn_env_api env;
+    if (!rc && en && (s = dqn_env_builtin(en->value, &env)) != DQN_OK) rc = cli_fail_status(s);
     dqn_trainer *t = NULL;
-    if (!rc && (s = dqn_trainer_load(ck->value, scratch.device, &t)) != DQN_OK)
+    if (!rc && (s = en ? dqn_trainer_load_env(ck->value, scratch.device, &env, &t)
+                       : dqn_trainer_load(ck->value, scratch.device, &t)) != DQN_OK)
         rc = cli_fail_status(s);
+    if (!rc && !en && strcmp(dqn_trainer_config(t)->env, "external") == 0) {
+        rc = cli_error(CLI_USAGE, "%s: trained on an external env (%s): name a built-in env of "
+                       "the same shape with --env", ck->value,
+                       dqn_trainer_config(t)->env_id[0] ? dqn_trainer_config(t)->env_id : "unnamed");
+        dqn_trainer_destroy(t);
+    }
     if (rc) {
         cli_flags_free(&f);
         return rc;
@@ -62,7 +76,8 @@ int cli_eval(int argc, char **argv) {
     if (!sd) seed = cli_eval_seed(c->seed);
     dqn_train_stats st;
     dqn_trainer_stats(t, &st);
-    printf("checkpoint %s: env %s, %lld env steps, %lld updates, backend %s\n", ck->value, c->env,
+    printf("checkpoint %s: env %s, %lld env steps, %lld updates, backend %s\n", ck->value,
+           en ? en->value : c->env,
            (long long)st.env_steps, (long long)st.updates, dqn_trainer_backend(t));
     double mean, std, *returns = malloc((size_t)n * sizeof *returns);
     if (!returns) rc = cli_error(CLI_FAIL, "out of memory");

@@ -72,8 +72,11 @@ static int column_ok(const char *s) {
 
 static const cfg_row rows[] = {
     /* run */
-    CFG_ENUM(env, "cartpole|acrobot|mountaincar|market", "cartpole",
-             "environment; dqn train --env also applies its preset"),
+    CFG_ENUM(env, "cartpole|acrobot|mountaincar|market|external", "cartpole",
+             "environment; dqn train --env also applies its preset; external = the host's "
+             "(C env API, Python), shaped by obs_dim and branches"),
+    CFG_STRING(env_id, NULL, NULL, "", "external: the env's name (e.g. a Gymnasium id), recorded"),
+    CFG_INT(obs_dim, 0, 1000000, "0", "observation size of an external env; 0 = the env's own"),
     CFG_INT64(steps, 1, 1e12, "100000", "total env steps"),
     CFG_UINT64(seed, "1", "seed of every random stream (taus, replay, exploration, env resets)"),
     CFG_ENUM(device, "auto|cpu|cuda", "auto", "backend; auto = cuda when available, else cpu"),
@@ -183,6 +186,9 @@ static const cfg_row rows[] = {
 };
 enum { NROWS = (int)(sizeof rows / sizeof rows[0]) };
 
+/* Presets of envs the host steps (external), named by env; their rows set env and the shape. */
+#define PRESET_ONLY "lunarlander"
+
 /* Each env's preset: tuned values over the defaults (which are CartPole's). The one place to
  * tune them; applied through dqn_config_set, so they obey the table. */
 static const char *const presets[][3] = {
@@ -236,6 +242,22 @@ static const char *const presets[][3] = {
     {"market", "target_period", "250"},
     {"market", "eps_fraction", "0.3"},
     {"market", "eval_episodes", "8"},
+    /* LunarLander-v3 (gymnasium[box2d]), stepped by the host */
+    {"lunarlander", "env", "external"},
+    {"lunarlander", "env_id", "LunarLander-v3"},
+    {"lunarlander", "obs_dim", "8"},
+    {"lunarlander", "branches", "4"},
+    {"lunarlander", "steps", "100000"},
+    {"lunarlander", "n_tau", "8"},
+    {"lunarlander", "n_tau_target", "8"},
+    {"lunarlander", "k_tau", "8"},
+    {"lunarlander", "batch_size", "64"},
+    {"lunarlander", "buffer_size", "50000"},
+    {"lunarlander", "train_freq", "4"},
+    {"lunarlander", "lr", "6.3e-4"},
+    {"lunarlander", "eps_fraction", "0.12"},
+    {"lunarlander", "eps_end", "0.1"},
+    {"lunarlander", "target_period", "250"},
 };
 
 int dqn_config_parse_names(const char *s, char (*names)[DQN_CFG_NAME], int max, int *count) {
@@ -470,15 +492,16 @@ dqn_status dqn_config_format(const dqn_config *c, const char *key, char *buf, si
 
 dqn_status dqn_config_preset(dqn_config *c, const char *env) {
     const cfg_row *envrow = find_row("env");
-    if (!in_list(envrow->allowed, env)) {
+    int own = in_list(envrow->allowed, env) && strcmp(env, "external") != 0;
+    if (!own && !in_list(PRESET_ONLY, env)) {
         char q[128];
         quote(q, sizeof q, env);
-        return dqn_error_user(DQN_ERR_ARG, "unknown preset %s (expected one of %s)", q,
-                              envrow->allowed);
+        return dqn_error_user(DQN_ERR_ARG, "unknown preset %s (expected one of "
+                              "cartpole|acrobot|mountaincar|market|" PRESET_ONLY ")", q);
     }
     dqn_config tmp;
     dqn_config_defaults(&tmp);
-    DQN_TRY(dqn_config_set(&tmp, "env", env));
+    if (own) DQN_TRY(dqn_config_set(&tmp, "env", env));
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(presets[i][0], env) == 0)
             DQN_TRY(dqn_config_set(&tmp, presets[i][1], presets[i][2]));
@@ -682,5 +705,9 @@ dqn_status dqn_config_validate(const dqn_config *c) {
     if (c->eps_end > c->eps_start)
         return dqn_error_user(DQN_ERR_ARG, "eps_end (%g) must be <= eps_start (%g)", c->eps_end,
                               c->eps_start);
+    if (strcmp(c->env, "external") == 0 && (c->obs_dim < 1 || !c->branches[0]))
+        return dqn_error_user(DQN_ERR_ARG, "env external needs obs_dim >= 1 and branches (the "
+                              "shape of the host's env), got obs_dim %d and branches \"%s\"",
+                              c->obs_dim, c->branches);
     return validate_market(c);
 }

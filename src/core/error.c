@@ -23,6 +23,14 @@ const char *dqn_status_str(dqn_status s) {
 const char *dqn_last_error(void) { return last_error; }
 void dqn_error_clear(void) { last_error[0] = 0; }
 
+dqn_status dqn_set_error(dqn_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 dqn_status dqn_error_at(dqn_status s, const char *file, int line, const char *fmt, ...) {
     int k = snprintf(last_error, sizeof last_error, "%s:%d: ", file, line);
     if (k < 0 || (size_t)k >= sizeof last_error) k = 0;

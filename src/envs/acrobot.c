@@ -36,12 +36,10 @@ static void acrobot_obs(const acrobot_state *st, float *obs) {
 }
 
 /* Gymnasium draws U(-0.1, 0.1) in float64 and stores the state as float32. */
-static void acrobot_reset(const void *ctx, void *state, uint64_t seed, uint32_t stream,
-                          uint64_t *draw, float *obs) {
+static void acrobot_reset1(const void *ctx, void *state, dqn_rng *rng, float *obs) {
     (void)ctx;
     acrobot_state *st = state;
-    for (int k = 0; k < 4; k++)
-        st->s[k] = (float)(-0.1 + (0.1 - -0.1) * dqn_philox_double(seed, stream, (*draw)++));
+    for (int k = 0; k < 4; k++) st->s[k] = (float)(-0.1 + (0.1 - -0.1) * dqn_rng_double_(rng));
     acrobot_obs(st, obs);
 }
 
@@ -86,7 +84,7 @@ static double bound(double x, double m, double M) {
     return M < y ? M : y;
 }
 
-static void acrobot_step(const void *ctx, void *state, const int32_t *action, float *obs,
+static void acrobot_step1(const void *ctx, void *state, const int32_t *action, float *obs,
                          float *reward, int *terminated) {
     (void)ctx;
     acrobot_state *st = state;
@@ -118,16 +116,14 @@ static void acrobot_set_state(void *state, const double *v, float *obs) {
     acrobot_obs(st, obs);
 }
 
+DQN_ENV_BATCHED(acrobot, acrobot_state, 6, 1)
+
 const dqn_env_type dqn_env_acrobot = {
     .name = "acrobot",
     .gym_id = "Acrobot-v1",
-    .obs_dim = 6,
-    .n_branches = 1,
-    .branch_sizes = {3},
-    .max_steps = 500,
-    .state_size = sizeof(acrobot_state),
-    .reset = acrobot_reset,
-    .step = acrobot_step,
+    .api = {.name = "acrobot", .obs_dim = 6, .n_branches = 1, .branch_sizes = {3},
+            .max_steps = 500, .state_size = sizeof(acrobot_state), .reset = acrobot_reset,
+            .step = acrobot_step},
     .set_state = acrobot_set_state,
     .state_dim = 4,
 };

@@ -28,18 +28,16 @@ static void cartpole_obs(const cartpole_state *s, float *obs) {
     obs[3] = (float)s->theta_dot;
 }
 
-static void cartpole_reset(const void *ctx, void *state, uint64_t seed, uint32_t stream,
-                           uint64_t *draw, float *obs) {
+static void cartpole_reset1(const void *ctx, void *state, dqn_rng *rng, float *obs) {
     (void)ctx;
     double u[4];
-    for (int k = 0; k < 4; k++)
-        u[k] = -0.05 + (0.05 - -0.05) * dqn_philox_double(seed, stream, (*draw)++);
+    for (int k = 0; k < 4; k++) u[k] = -0.05 + (0.05 - -0.05) * dqn_rng_double_(rng);
     cartpole_state *s = state;
     *s = (cartpole_state){u[0], u[1], u[2], u[3]};
     cartpole_obs(s, obs);
 }
 
-static void cartpole_step(const void *ctx, void *state, const int32_t *action, float *obs,
+static void cartpole_step1(const void *ctx, void *state, const int32_t *action, float *obs,
                           float *reward, int *terminated) {
     (void)ctx;
     const double total_mass = MASSPOLE + MASSCART;
@@ -69,16 +67,14 @@ static void cartpole_set_state(void *state, const double *v, float *obs) {
     cartpole_obs(s, obs);
 }
 
+DQN_ENV_BATCHED(cartpole, cartpole_state, 4, 1)
+
 const dqn_env_type dqn_env_cartpole = {
     .name = "cartpole",
     .gym_id = "CartPole-v1",
-    .obs_dim = 4,
-    .n_branches = 1,
-    .branch_sizes = {2},
-    .max_steps = 500,
-    .state_size = sizeof(cartpole_state),
-    .reset = cartpole_reset,
-    .step = cartpole_step,
+    .api = {.name = "cartpole", .obs_dim = 4, .n_branches = 1, .branch_sizes = {2},
+            .max_steps = 500, .state_size = sizeof(cartpole_state), .reset = cartpole_reset,
+            .step = cartpole_step},
     .set_state = cartpole_set_state,
     .state_dim = 4,
 };

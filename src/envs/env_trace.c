@@ -23,16 +23,17 @@ dqn_status dqn_env_trace(const char *name, const double *start_states, int n_sta
     if (n_starts < 1 || n_steps < 0)
         return DQN_ERR(DQN_ERR_ARG, "%s: n_starts %d, n_steps %d; need n_starts >= 1, n_steps >= 0",
                        name, n_starts, n_steps);
-    size_t od = (size_t)t->obs_dim, sd = (size_t)t->state_dim;
+    size_t od = (size_t)t->api.obs_dim, sd = (size_t)t->state_dim;
     dqn_vecenv v;
     dqn_env e = dqn_env_of(t);
     DQN_TRY(dqn_vecenv_create(&v, &e, 1, 0, 0));
-    dqn_vecenv_reset(&v);
+    dqn_status st = dqn_vecenv_reset(&v);
     int episode = 0;
     t->set_state(v.state, start_states, v.obs);
     memcpy(start_obs, v.obs, od * sizeof(float));
-    for (int s = 0; s < n_steps; s++) {
-        dqn_vecenv_step(&v, actions + (size_t)s * (size_t)t->n_branches);
+    for (int s = 0; s < n_steps && st == DQN_OK; s++) {
+        if ((st = dqn_vecenv_step(&v, actions + (size_t)s * (size_t)t->api.n_branches)) != DQN_OK)
+            break;
         memcpy(obs + (size_t)s * od, v.final_obs, od * sizeof(float));
         reward[s] = v.reward[0];
         terminated[s] = v.terminated[0];
@@ -54,5 +55,5 @@ dqn_status dqn_env_trace(const char *name, const double *start_states, int n_sta
         memcpy(start_obs + (size_t)episode * od, v.obs, od * sizeof(float));
     }
     dqn_vecenv_destroy(&v);
-    return DQN_OK;
+    return st;
 }

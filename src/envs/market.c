@@ -70,15 +70,13 @@ void dqn_market_start(const dqn_market_ctx *x, dqn_market_state *s, int t, float
 }
 
 /* An episode starts at a uniform row of [first, end - episode_len], flat. */
-static void market_reset(const void *ctx, void *state, uint64_t seed, uint32_t stream,
-                         uint64_t *draw, float *obs) {
+static void market_reset1(const void *ctx, void *state, dqn_rng *rng, float *obs) {
     const dqn_market_ctx *x = ctx;
     uint32_t starts = (uint32_t)(x->end - x->episode_len - x->first + 1);
-    dqn_market_start(x, state, x->first + (int)dqn_philox_below(seed, stream, (*draw)++, starts),
-                     obs);
+    dqn_market_start(x, state, x->first + (int)dqn_rng_below(rng, starts), obs);
 }
 
-static void market_step(const void *ctx, void *state, const int32_t *action, float *obs,
+void dqn_market_step1(const void *ctx, void *state, const int32_t *action, float *obs,
                         float *reward, int *terminated) {
     const dqn_market_ctx *x = ctx;
     dqn_market_state *s = state;
@@ -94,6 +92,14 @@ static void market_step(const void *ctx, void *state, const int32_t *action, flo
     observe(x, s, obs);
 }
 
+#define MARKET_OBS(ctx) \
+    ((const dqn_market_ctx *)(ctx))->window * ((const dqn_market_ctx *)(ctx))->cols + \
+        ((const dqn_market_ctx *)(ctx))->assets
+#define market_step1 dqn_market_step1
+DQN_ENV_BATCHED(market, dqn_market_state, MARKET_OBS(ctx), ((const dqn_market_ctx *)ctx)->assets)
+
+static void market_close(void *ctx) { dqn_market_ctx_destroy(ctx); }
+
 static dqn_status market_open(const dqn_config *c, dqn_env *env) {
     dqn_market_data data;
     DQN_TRY(dqn_market_data_load(c, &data));
@@ -105,16 +111,13 @@ static dqn_status market_open(const dqn_config *c, dqn_env *env) {
     env->max_steps = x->episode_len;
     env->state_size = sizeof(dqn_market_state);
     env->ctx = x;
+    env->close = market_close;
     return DQN_OK;
 }
-
-static void market_close(dqn_env *env) { dqn_market_ctx_destroy(env->ctx); }
 
 const dqn_env_type dqn_env_market = {
     .name = "market",
     .gym_id = "",
-    .reset = market_reset,
-    .step = market_step,
+    .api = {.name = "market", .reset = market_reset, .step = market_step},
     .open = market_open,
-    .close = market_close,
 };

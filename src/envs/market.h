@@ -33,5 +33,8 @@ void dqn_market_ctx_destroy(dqn_market_ctx *x);
 double dqn_market_position(int k, int n);
 /* Puts an env at decision row t with flat positions and writes its observation. */
 void dqn_market_start(const dqn_market_ctx *x, dqn_market_state *s, int t, float *obs);
+/* One step of one slot (ctx: a dqn_market_ctx): walk-forward evaluation steps it outside a vector. */
+void dqn_market_step1(const void *ctx, void *state, const int32_t *action, float *obs,
+                      float *reward, int *terminated);
 
 #endif

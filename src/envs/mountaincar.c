@@ -24,11 +24,10 @@ static void mountaincar_obs(const mountaincar_state *s, float *obs) {
     obs[1] = (float)s->velocity;
 }
 
-static void mountaincar_reset(const void *ctx, void *state, uint64_t seed, uint32_t stream,
-                              uint64_t *draw, float *obs) {
+static void mountaincar_reset1(const void *ctx, void *state, dqn_rng *rng, float *obs) {
     (void)ctx;
     mountaincar_state *s = state;
-    s->position = -0.6 + (-0.4 - -0.6) * dqn_philox_double(seed, stream, (*draw)++);
+    s->position = -0.6 + (-0.4 - -0.6) * dqn_rng_double_(rng);
     s->velocity = 0.0;
     mountaincar_obs(s, obs);
 }
@@ -36,7 +35,7 @@ static void mountaincar_reset(const void *ctx, void *state, uint64_t seed, uint3
 /* np.clip(x, lo, hi) */
 static double clip(double x, double lo, double hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-static void mountaincar_step(const void *ctx, void *state, const int32_t *action, float *obs,
+static void mountaincar_step1(const void *ctx, void *state, const int32_t *action, float *obs,
                              float *reward, int *terminated) {
     (void)ctx;
     mountaincar_state *s = state;
@@ -58,16 +57,14 @@ static void mountaincar_set_state(void *state, const double *v, float *obs) {
     mountaincar_obs(s, obs);
 }
 
+DQN_ENV_BATCHED(mountaincar, mountaincar_state, 2, 1)
+
 const dqn_env_type dqn_env_mountaincar = {
     .name = "mountaincar",
     .gym_id = "MountainCar-v0",
-    .obs_dim = 2,
-    .n_branches = 1,
-    .branch_sizes = {3},
-    .max_steps = 200,
-    .state_size = sizeof(mountaincar_state),
-    .reset = mountaincar_reset,
-    .step = mountaincar_step,
+    .api = {.name = "mountaincar", .obs_dim = 2, .n_branches = 1, .branch_sizes = {3},
+            .max_steps = 200, .state_size = sizeof(mountaincar_state),
+            .reset = mountaincar_reset, .step = mountaincar_step},
     .set_state = mountaincar_set_state,
     .state_dim = 2,
 };

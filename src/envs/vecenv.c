@@ -1,7 +1,9 @@
 /* The env registry and the vector of envs: time limit, episode bookkeeping, reset inside step. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "envs/env.h"
 
@@ -22,43 +24,73 @@ const char *dqn_env_names(void) { return "cartpole|acrobot|mountaincar|market"; 
 dqn_env dqn_env_of(const dqn_env_type *type) {
     dqn_env e;
     memset(&e, 0, sizeof e);
-    if (!type) return e;
-    e.type = type;
-    e.name = type->name;
-    e.obs_dim = type->obs_dim;
-    e.n_branches = type->n_branches;
-    memcpy(e.branch_sizes, type->branch_sizes, sizeof e.branch_sizes);
-    e.max_steps = type->max_steps;
-    e.state_size = type->state_size;
+    if (type) e = type->api;
     return e;
+}
+
+dqn_status dqn_env_builtin(const char *name, dqn_env_api *out) {
+    memset(out, 0, sizeof *out);
+    const dqn_env_type *type = dqn_env_find(name);
+    if (!type || type->open)
+        return dqn_error_user(DQN_ERR_ARG, "no built-in env \"%s\" (expected "
+                              "cartpole|acrobot|mountaincar; the market env comes from a config)",
+                              name ? name : "(null)");
+    *out = type->api;
+    return DQN_OK;
+}
+
+dqn_status dqn_env_check(const dqn_env *e) {
+    const char *name = e->name ? e->name : "(unnamed env)";
+    if (!e->reset || !e->step) return DQN_ERR(DQN_ERR_ARG, "env %s: reset and step are required", name);
+    if (e->obs_dim < 1) return DQN_ERR(DQN_ERR_ARG, "env %s: obs_dim %d, need >= 1", name, e->obs_dim);
+    if (e->n_branches < 1 || e->n_branches > DQN_MAX_BRANCHES)
+        return DQN_ERR(DQN_ERR_ARG, "env %s: %d branches, need 1..%d", name, e->n_branches,
+                       DQN_MAX_BRANCHES);
+    for (int b = 0; b < e->n_branches; b++)
+        if (e->branch_sizes[b] < 2 || e->branch_sizes[b] > 64)
+            return DQN_ERR(DQN_ERR_ARG, "env %s: branch %d has %d actions, need 2..64", name, b,
+                           e->branch_sizes[b]);
+    if (e->max_steps < 0) return DQN_ERR(DQN_ERR_ARG, "env %s: max_steps %d < 0", name, e->max_steps);
+    return DQN_OK;
 }
 
 dqn_status dqn_env_open(const dqn_config *c, dqn_env *out) {
     memset(out, 0, sizeof *out);
+    if (strcmp(c->env, "external") == 0) {
+        /* the host's env: its shape only (validated with the config), no calls */
+        out->name = "external";
+        out->obs_dim = c->obs_dim;
+        if (!dqn_config_parse_branches(c->branches, out->branch_sizes, &out->n_branches) ||
+            out->obs_dim < 1 || out->n_branches < 1)
+            return dqn_error_user(DQN_ERR_ARG, "env external needs obs_dim >= 1 and branches "
+                                  "(got obs_dim %d, branches \"%s\")", c->obs_dim, c->branches);
+        return DQN_OK;
+    }
     const dqn_env_type *type = dqn_env_find(c->env);
     if (!type)
         return dqn_error_user(DQN_ERR_ARG, "unknown env \"%s\" (expected %s)", c->env,
                               dqn_env_names());
-    if (!type->open) {
-        *out = dqn_env_of(type);
-        return DQN_OK;
-    }
-    dqn_status s = type->open(c, out);
-    if (s != DQN_OK) return s;
-    out->type = type;
-    out->name = type->name;
+    *out = type->api;
+    if (type->open) DQN_TRY(type->open(c, out));
     return DQN_OK;
 }
 
 void dqn_env_close(dqn_env *env) {
-    if (env->type && env->type->close) env->type->close(env);
+    if (env->close) env->close(env->ctx);
     memset(env, 0, sizeof *env);
+}
+
+double dqn_rng_uniform(dqn_rng *r) { return dqn_rng_double_(r); }
+
+uint32_t dqn_rng_below(dqn_rng *r, uint32_t n) {
+    return dqn_philox_below(r->seed, r->stream, r->counter++, n);
 }
 
 dqn_status dqn_vecenv_create(dqn_vecenv *v, const dqn_env *env, int n, uint64_t seed,
                              uint32_t stream_base) {
     memset(v, 0, sizeof *v);
-    if (!env || !env->type) return DQN_ERR(DQN_ERR_ARG, "env type is NULL");
+    if (!env) return DQN_ERR(DQN_ERR_ARG, "env is NULL");
+    DQN_TRY(dqn_env_check(env));
     if (n < 1) return DQN_ERR(DQN_ERR_ARG, "%s: number of envs %d, need at least 1", env->name, n);
     v->env = *env;
     v->n = n;
@@ -70,17 +102,19 @@ dqn_status dqn_vecenv_create(dqn_vecenv *v, const dqn_env *env, int n, uint64_t 
     v->reward = calloc(nn, sizeof *v->reward);
     v->terminated = calloc(nn, sizeof *v->terminated);
     v->truncated = calloc(nn, sizeof *v->truncated);
+    v->done = calloc(nn, sizeof *v->done);
     v->ep_len = calloc(nn, sizeof *v->ep_len);
     v->ep_return = calloc(nn, sizeof *v->ep_return);
     v->done_return = calloc(nn, sizeof *v->done_return);
     v->done_len = calloc(nn, sizeof *v->done_len);
-    v->draws = calloc(nn, sizeof *v->draws);
-    v->state = calloc(nn, env->state_size);
-    if (!v->obs || !v->final_obs || !v->reward || !v->terminated || !v->truncated || !v->ep_len ||
-        !v->ep_return || !v->done_return || !v->done_len || !v->draws || !v->state) {
+    v->rng = calloc(nn, sizeof *v->rng);
+    v->state = calloc(nn, env->state_size ? env->state_size : 1);
+    if (!v->obs || !v->final_obs || !v->reward || !v->terminated || !v->truncated || !v->done ||
+        !v->ep_len || !v->ep_return || !v->done_return || !v->done_len || !v->rng || !v->state) {
         dqn_vecenv_destroy(v);
         return DQN_ERR(DQN_ERR_NOMEM, "%s: buffers for %d envs", env->name, n);
     }
+    for (int i = 0; i < n; i++) v->rng[i] = (dqn_rng){seed, stream_base + (uint32_t)i, 0};
     return DQN_OK;
 }
 
@@ -90,35 +124,41 @@ void dqn_vecenv_destroy(dqn_vecenv *v) {
     free(v->reward);
     free(v->terminated);
     free(v->truncated);
+    free(v->done);
     free(v->ep_len);
     free(v->ep_return);
     free(v->done_return);
     free(v->done_len);
-    free(v->draws);
+    free(v->rng);
     free(v->state);
     memset(v, 0, sizeof *v);
 }
 
-static void reset_one(dqn_vecenv *v, int i) {
-    const dqn_env *e = &v->env;
-    e->type->reset(e->ctx, v->state + (size_t)i * e->state_size, v->seed,
-                   v->stream_base + (uint32_t)i, &v->draws[i],
-                   v->obs + (size_t)i * (size_t)e->obs_dim);
-    v->ep_len[i] = 0;
-    v->ep_return[i] = 0.0;
+/* A user env's failure, named; its own message (dqn_set_error) kept. */
+static dqn_status env_failed(const dqn_vecenv *v, const char *what, dqn_status s) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", dqn_last_error());
+    return dqn_error_user(s == DQN_ERR_NOMEM ? s : DQN_ERR_ARG, "env %s: %s failed%s%s",
+                          v->env.name ? v->env.name : "", what, *why ? ": " : "", why);
 }
 
-void dqn_vecenv_reset(dqn_vecenv *v) {
-    size_t od = (size_t)v->env.obs_dim;
+dqn_status dqn_vecenv_reset(dqn_vecenv *v) {
+    const dqn_env *e = &v->env;
+    dqn_error_clear();
+    dqn_status s = e->reset(e->ctx, v->n, NULL, v->state, v->rng, v->obs);
+    if (s != DQN_OK) return env_failed(v, "reset", s);
+    size_t od = (size_t)e->obs_dim;
+    memcpy(v->final_obs, v->obs, (size_t)v->n * od * sizeof(float));
     for (int i = 0; i < v->n; i++) {
-        reset_one(v, i);
-        memcpy(v->final_obs + (size_t)i * od, v->obs + (size_t)i * od, od * sizeof(float));
+        v->ep_len[i] = 0;
+        v->ep_return[i] = 0.0;
         v->reward[i] = 0.0f;
         v->terminated[i] = 0;
         v->truncated[i] = 0;
         v->done_return[i] = 0.0;
         v->done_len[i] = 0;
     }
+    return DQN_OK;
 }
 
 /* final_obs is written for every env, not only for those that finished: it is always the
@@ -128,27 +168,32 @@ void dqn_vecenv_reset(dqn_vecenv *v) {
  * max_steps), set whether or not the env also terminated on that step, so a terminal step at the
  * limit reports terminated = 1 and truncated = 1 (as Gymnasium does). Consumers must let
  * terminated win: such a step does not bootstrap. */
-void dqn_vecenv_step(dqn_vecenv *v, const int32_t *actions) {
+dqn_status dqn_vecenv_step(dqn_vecenv *v, const int32_t *actions) {
     const dqn_env *e = &v->env;
     size_t od = (size_t)e->obs_dim;
+    dqn_error_clear();
+    dqn_status s = e->step(e->ctx, v->n, actions, v->state, v->rng, v->obs, v->reward,
+                           v->terminated, v->truncated);
+    if (s != DQN_OK) return env_failed(v, "step", s);
+    memcpy(v->final_obs, v->obs, (size_t)v->n * od * sizeof(float));
+    int any = 0;
     for (int i = 0; i < v->n; i++) {
-        float *obs = v->obs + (size_t)i * od;
-        int terminated = 0;
-        e->type->step(e->ctx, v->state + (size_t)i * e->state_size,
-                      actions + (size_t)i * (size_t)e->n_branches, obs, &v->reward[i], &terminated);
         v->ep_len[i]++;
         v->ep_return[i] += v->reward[i];
-        int truncated = v->ep_len[i] >= e->max_steps;
-        v->terminated[i] = (uint8_t)terminated;
-        v->truncated[i] = (uint8_t)truncated;
-        memcpy(v->final_obs + (size_t)i * od, obs, od * sizeof(float));
-        if (terminated || truncated) {
-            v->done_return[i] = v->ep_return[i];
-            v->done_len[i] = v->ep_len[i];
-            reset_one(v, i);
-        } else {
-            v->done_return[i] = 0.0;
-            v->done_len[i] = 0;
-        }
+        v->terminated[i] = v->terminated[i] != 0;
+        v->truncated[i] = v->truncated[i] || (e->max_steps > 0 && v->ep_len[i] >= e->max_steps);
+        v->done[i] = v->terminated[i] || v->truncated[i];
+        any |= v->done[i];
+        v->done_return[i] = v->done[i] ? v->ep_return[i] : 0.0;
+        v->done_len[i] = v->done[i] ? v->ep_len[i] : 0;
     }
+    if (!any) return DQN_OK;
+    if ((s = e->reset(e->ctx, v->n, v->done, v->state, v->rng, v->obs)) != DQN_OK)
+        return env_failed(v, "reset", s);
+    for (int i = 0; i < v->n; i++)
+        if (v->done[i]) {
+            v->ep_len[i] = 0;
+            v->ep_return[i] = 0.0;
+        }
+    return DQN_OK;
 }

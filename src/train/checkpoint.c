@@ -33,7 +33,7 @@ static void venv_save(const dqn_vecenv *v, char *p) {
     memcpy(p, v->obs, n * v->env.obs_dim * sizeof(float)); p += n * v->env.obs_dim * sizeof(float);
     memcpy(p, v->ep_len, n * sizeof(int32_t)); p += n * sizeof(int32_t);
     memcpy(p, v->ep_return, n * sizeof(double)); p += n * sizeof(double);
-    memcpy(p, v->draws, n * sizeof(uint64_t)); p += n * sizeof(uint64_t);
+    for (size_t i = 0; i < n; i++, p += sizeof(uint64_t)) memcpy(p, &v->rng[i].counter, 8);
     memcpy(p, v->state, n * v->env.state_size);
 }
 
@@ -42,7 +42,7 @@ static void venv_load(dqn_vecenv *v, const char *p) {
     memcpy(v->obs, p, n * v->env.obs_dim * sizeof(float)); p += n * v->env.obs_dim * sizeof(float);
     memcpy(v->ep_len, p, n * sizeof(int32_t)); p += n * sizeof(int32_t);
     memcpy(v->ep_return, p, n * sizeof(double)); p += n * sizeof(double);
-    memcpy(v->draws, p, n * sizeof(uint64_t)); p += n * sizeof(uint64_t);
+    for (size_t i = 0; i < n; i++, p += sizeof(uint64_t)) memcpy(&v->rng[i].counter, p, 8);
     memcpy(v->state, p, n * v->env.state_size);
 }
 
@@ -70,7 +70,7 @@ dqn_status dqn_trainer_save(const dqn_trainer *t, const char *path) {
     if (s == DQN_OK) s = o->d2h(be, params + 2 * pb, t->model.adam_m, pb);
     if (s == DQN_OK) s = o->d2h(be, params + 3 * pb, t->model.adam_v, pb);
     size_t vb = venv_bytes(&t->venv), nb = dqn_nstep_state_bytes(&t->nstep);
-    if (s == DQN_OK && (!(venv = malloc(vb)) || !(nstep = malloc(nb))))
+    if (s == DQN_OK && (!(venv = malloc(vb + 1)) || !(nstep = malloc(nb))))
         s = DQN_ERR(DQN_ERR_NOMEM, "checkpoint");
     if (s == DQN_OK) {
         venv_save(&t->venv, venv);
@@ -121,25 +121,70 @@ static dqn_status read_config(dqn_ckpt_reader *r, const char *path, dqn_config *
     return dqn_config_from_text(p, (size_t)len, path, c);
 }
 
-dqn_status dqn_trainer_load(const char *path, const char *device, dqn_trainer **out) {
+static void sizes_text(const dqn_env *e, char *buf, size_t cap) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int b = 0; b < e->n_branches && k < cap; b++)
+        k += (size_t)snprintf(buf + k, cap - k, b ? ",%d" : "%d", e->branch_sizes[b]);
+}
+
+/* The config a checkpoint's state loads into with its env swapped for env (NULL: the host's):
+ * env = external with the checkpoint's shape, which env must have. */
+static dqn_status swapped_config(const char *path, const dqn_config *c, const dqn_env *env,
+                                 dqn_config *out) {
+    dqn_env shape;
+    DQN_TRY(dqn_env_open(c, &shape));
+    dqn_env mine = env ? *env : shape;
+    int same = mine.obs_dim == shape.obs_dim && mine.n_branches == shape.n_branches;
+    for (int b = 0; same && b < shape.n_branches; b++)
+        same = mine.branch_sizes[b] == shape.branch_sizes[b];
+    char want[DQN_CFG_STR * 2], got[DQN_CFG_STR * 2];
+    sizes_text(&shape, want, sizeof want);
+    sizes_text(&mine, got, sizeof got);
+    dqn_status s = same ? dqn_config_for_env(c, &mine, out)
+                        : dqn_error_user(DQN_ERR_ARG, "%s: the model is for obs_dim %d and "
+                                         "branches %s; env %s has obs_dim %d and branches %s",
+                                         path, shape.obs_dim, want, mine.name ? mine.name : "",
+                                         mine.obs_dim, got);
+    if (s == DQN_OK && !env)   /* keep the name of the env it was trained on */
+        snprintf(out->env_id, sizeof out->env_id, "%s", c->env_id[0] ? c->env_id : c->env);
+    dqn_env_close(&shape);
+    return s;
+}
+
+/* Load path on device; with swap, its env replaced by env (NULL: the host's; owned from here). */
+static dqn_status load(const char *path, const char *device, int swap, const dqn_env *env,
+                       dqn_trainer **out) {
     *out = NULL;
+    dqn_env owned;
+    memset(&owned, 0, sizeof owned);
+    if (env) owned = *env;
     dqn_ckpt_reader *r = NULL;
-    DQN_TRY(dqn_ckpt_reader_open(path, &r));
+    dqn_status s = dqn_ckpt_reader_open(path, &r);
+    if (s != DQN_OK) {
+        dqn_env_close(&owned);
+        return s;
+    }
     dqn_config c;
     dqn_trainer *t = NULL;
-    dqn_status s = read_config(r, path, &c);
+    s = read_config(r, path, &c);
     if (s == DQN_OK && device && *device) snprintf(c.device, sizeof c.device, "%s", device);
+    /* a data-parallel run's checkpoint is rank 0's state: it loads as one process (on any
+     * device) and keeps its ranks key, which dqn train --resume refuses */
+    dqn_config one = c;
+    one.ranks = 1;
+    if (s == DQN_OK && swap) s = swapped_config(path, &c, env, &one);
+    one.ranks = 1;
     if (s == DQN_OK) {
-        /* a data-parallel run's checkpoint is rank 0's state: it loads as one process (on any
-         * device) and keeps its ranks key, which dqn train --resume refuses */
-        dqn_config one = c;
-        one.ranks = 1;
-        if ((s = dqn_trainer_create(&one, &t)) == DQN_OK) t->cfg.ranks = c.ranks;
+        s = dqn_trainer_make(&one, NULL, env ? &owned : NULL, &t);
+        memset(&owned, 0, sizeof owned);   /* the trainer's now, or closed by it */
+        if (s == DQN_OK) t->cfg.ranks = c.ranks;
     }
+    dqn_env_close(&owned);
     const void *p;
     ckpt_counters k;
     if (s == DQN_OK && (s = dqn_ckpt_reader_copy(r, "counters", &k, sizeof k)) == DQN_OK) {
-        if (k.n_envs != c.num_envs)
+        if (!swap && k.n_envs != c.num_envs)
             s = dqn_error_user(DQN_ERR_FORMAT, "%s: counters for %d envs, config has %d", path,
                                k.n_envs, c.num_envs);
     }
@@ -150,9 +195,13 @@ dqn_status dqn_trainer_load(const char *path, const char *device, dqn_trainer **
         float *dst[4] = {t->model.params, t->model.target, t->model.adam_m, t->model.adam_v};
         if ((s = section(r, path, names[i], pb, &p)) == DQN_OK) s = be->ops->h2d(be, dst[i], p, pb);
     }
-    if (s == DQN_OK && (s = section(r, path, "envs", venv_bytes(&t->venv), &p)) == DQN_OK)
+    /* a swapped env starts fresh episodes: its vector and n-step windows are not the saved ones */
+    if (s == DQN_OK && !swap &&
+        (s = section(r, path, "envs", venv_bytes(&t->venv), &p)) == DQN_OK) {
         venv_load(&t->venv, p);
-    if (s == DQN_OK &&
+        for (int e = 0; e < t->venv.n; e++) t->ep_ret[e] = t->venv.ep_return[e];
+    }
+    if (s == DQN_OK && !swap &&
         (s = section(r, path, "nstep", dqn_nstep_state_bytes(&t->nstep), &p)) == DQN_OK)
         dqn_nstep_state_load(&t->nstep, p);
     if (s == DQN_OK && dqn_ckpt_reader_has(r, "replay")) {
@@ -180,6 +229,15 @@ dqn_status dqn_trainer_load(const char *path, const char *device, dqn_trainer **
     }
     dqn_ckpt_reader_destroy(r);
     return s;
+}
+
+dqn_status dqn_trainer_load(const char *path, const char *device, dqn_trainer **out) {
+    return load(path, device, 0, NULL, out);
+}
+
+dqn_status dqn_trainer_load_env(const char *path, const char *device, const dqn_env_api *env,
+                                dqn_trainer **out) {
+    return load(path, device, 1, env, out);
 }
 
 /* ---------------------------------------------------------------- policy */

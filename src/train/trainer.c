@@ -28,7 +28,7 @@ dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env *env, dqn_arc
     a->n_cos = c->n_cos;
     a->bottleneck = c->bottleneck;
     a->head_hidden = c->head_hidden;
-    /* The env defines the action branches: the key may only restate them. */
+    /* The env defines the shape: the keys may only restate it. */
     dqn_branches_init(&a->br, env->n_branches, env->branch_sizes);
     if (c->branches[0]) {
         int sizes[DQN_CFG_MAX_BRANCHES], n = 0;
@@ -40,6 +40,10 @@ dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env *env, dqn_arc
                                   "fixed by the env; leave it empty)",
                                   c->branches, env->name, env->n_branches);
     }
+    if (c->obs_dim && c->obs_dim != env->obs_dim)
+        return dqn_error_user(DQN_ERR_ARG,
+                              "bad value for --obs-dim: %d (env %s has %d; leave it 0)",
+                              c->obs_dim, env->name, env->obs_dim);
     return DQN_OK;
 }
 
@@ -70,6 +74,7 @@ void dqn_update_cfg_of(const dqn_config *c, dqn_update_cfg *u) {
 void dqn_trainer_destroy(dqn_trainer *t) {
     if (!t) return;
     dqn_actor_destroy(&t->actor, t->be);
+    dqn_actor_destroy(&t->pred, t->be);
     dqn_trainer_health_free(t);
     dqn_model_destroy(&t->model);
     dqn_replay_destroy(&t->replay);
@@ -79,6 +84,7 @@ void dqn_trainer_destroy(dqn_trainer *t) {
     free(t->actions);
     free(t->q_host);
     free(t->prev_obs);
+    free(t->ep_ret);
     if (t->rank_flag) t->be->ops->free(t->be, t->rank_flag);
     if (t->be) t->be->ops->destroy(t->be);
     free(t);
@@ -95,14 +101,58 @@ dqn_status dqn_trainer_create(const dqn_config *c, dqn_trainer **out) {
 
 dqn_status dqn_trainer_create_with(const dqn_config *c, const dqn_rank_info *r,
                                    dqn_trainer **out) {
+    return dqn_trainer_make(c, r, NULL, out);
+}
+
+dqn_status dqn_config_for_env(const dqn_config *c, const dqn_env *env, dqn_config *out) {
+    *out = *c;
+    DQN_TRY(dqn_env_check(env));
+    char sizes[DQN_CFG_STR] = "", num[16];
+    for (int b = 0; b < env->n_branches; b++) {
+        snprintf(num, sizeof num, b ? ",%d" : "%d", env->branch_sizes[b]);
+        strcat(sizes, num);
+    }
+    snprintf(num, sizeof num, "%d", env->obs_dim);
+    char id[DQN_CFG_STR];
+    snprintf(id, sizeof id, "%s", env->name ? env->name : "");
+    DQN_TRY(dqn_config_set(out, "env", "external"));
+    DQN_TRY(dqn_config_set(out, "env_id", id));
+    DQN_TRY(dqn_config_set(out, "obs_dim", num));
+    return dqn_config_set(out, "branches", sizes);
+}
+
+dqn_status dqn_trainer_create_env(const dqn_config *c, const dqn_env_api *env, dqn_trainer **out) {
     *out = NULL;
-    DQN_TRY(dqn_config_validate(c));
-    dqn_trainer *t = calloc(1, sizeof *t);
-    if (!t) return DQN_ERR(DQN_ERR_NOMEM, "trainer");
+    if (!env) return DQN_ERR(DQN_ERR_ARG, "dqn_trainer_create_env: env is NULL");
+    dqn_env e = *env;
+    dqn_config ec;
+    dqn_status s = c->ranks > 1 ? dqn_error_user(DQN_ERR_ARG, "ranks = %d: a user env trains in "
+                                                 "one process", c->ranks)
+                                : dqn_config_for_env(c, &e, &ec);
+    if (s != DQN_OK) {
+        dqn_env_close(&e);
+        return s;
+    }
+    return dqn_trainer_make(&ec, NULL, &e, out);
+}
+
+dqn_status dqn_trainer_make(const dqn_config *c, const dqn_rank_info *r, const dqn_env *user,
+                            dqn_trainer **out) {
+    *out = NULL;
+    dqn_env owned;
+    memset(&owned, 0, sizeof owned);
+    if (user) owned = *user;
+    dqn_status s = dqn_config_validate(c);
+    dqn_trainer *t = s == DQN_OK ? calloc(1, sizeof *t) : NULL;
+    if (s == DQN_OK && !t) s = DQN_ERR(DQN_ERR_NOMEM, "trainer");
+    if (s != DQN_OK) {
+        dqn_env_close(&owned);
+        return s;
+    }
     t->cfg = *c;
     t->last_loss = NAN;
-    dqn_status s = dqn_env_open(c, &t->env);
-    if (s != DQN_OK) goto fail;
+    if (user) t->env = owned;
+    else if ((s = dqn_env_open(c, &t->env)) != DQN_OK) goto fail;
     if ((s = r ? dqn_rank_backend_open(c, r, &t->be)
                : dqn_backend_open(c->device, c->math, c->threads, &t->be)) != DQN_OK)
         goto fail;
@@ -116,22 +166,25 @@ dqn_status dqn_trainer_create_with(const dqn_config *c, const dqn_rank_info *r,
     if ((s = dqn_replay_create(&t->replay, t->be, c->buffer_size, obs, D)) != DQN_OK) goto fail;
     if ((s = dqn_nstep_create(&t->nstep, c->num_envs, c->n_step, obs, D, c->gamma)) != DQN_OK)
         goto fail;
-    if ((s = dqn_vecenv_create(&t->venv, &t->env, c->num_envs, c->seed, DQN_STREAM_ENV)) != DQN_OK)
+    if (t->env.step &&
+        (s = dqn_vecenv_create(&t->venv, &t->env, c->num_envs, c->seed, DQN_STREAM_ENV)) != DQN_OK)
         goto fail;
     if ((s = dqn_actor_create(&t->actor, t->be, &t->model.L, c->num_envs, c->k_tau)) != DQN_OK)
         goto fail;
     t->actions = calloc((size_t)c->num_envs * D, sizeof *t->actions);
     t->q_host = calloc((size_t)c->num_envs * t->arch.br.A, sizeof *t->q_host);
     t->prev_obs = calloc((size_t)c->num_envs * obs, sizeof *t->prev_obs);
-    if (!t->actions || !t->q_host || !t->prev_obs) {
+    t->ep_ret = calloc((size_t)c->num_envs, sizeof *t->ep_ret);
+    if (!t->actions || !t->q_host || !t->prev_obs || !t->ep_ret) {
         s = DQN_ERR(DQN_ERR_NOMEM, "trainer host buffers");
         goto fail;
     }
-    dqn_vecenv_reset(&t->venv);
+    t->next_refresh = c->log_interval;
+    if (t->env.step && (s = dqn_vecenv_reset(&t->venv)) != DQN_OK) goto fail;
     *out = t;
     return DQN_OK;
 fail:
-    dqn_trainer_destroy(t);
+    dqn_trainer_destroy(t);   /* closes a user env too: t->env holds it from the start */
     return s;
 }
 
@@ -142,8 +195,9 @@ static double epsilon_at(const dqn_config *c, int64_t step) {
     return c->eps_start + (c->eps_end - c->eps_start) * f;
 }
 
-/* Epsilon-greedy per branch; the network runs only if some branch of some env acts greedily. */
-static dqn_status act(dqn_trainer *t) {
+/* Epsilon-greedy per branch into t->actions; the network runs only if some branch of some env
+ * acts greedily. */
+static dqn_status act(dqn_trainer *t, const float *obs) {
     const dqn_config *c = &t->cfg;
     const dqn_branches *br = &t->arch.br;
     int n = c->num_envs, D = br->D;
@@ -167,7 +221,7 @@ static dqn_status act(dqn_trainer *t) {
     int32_t *g = n * D <= (int)(sizeof scratch / sizeof scratch[0]) ? scratch
                                                                     : malloc((size_t)n * D * sizeof *g);
     if (!g) return DQN_ERR(DQN_ERR_NOMEM, "actions");
-    dqn_status s = dqn_actor_greedy(&t->actor, t->be, &t->model.L, t->model.params, t->venv.obs, n,
+    dqn_status s = dqn_actor_greedy(&t->actor, t->be, &t->model.L, t->model.params, obs, n,
                                     c->seed, 0, g, t->q_host);
     if (s == DQN_OK) {
         double qsum = 0;
@@ -200,47 +254,120 @@ static dqn_status do_update(dqn_trainer *t) {
     return DQN_OK;
 }
 
-dqn_status dqn_trainer_run_until(dqn_trainer *t, int64_t target) {
+/* The loss and gradient norm read back from the backend (GPUs leave them there). */
+static dqn_status refresh_stats(dqn_trainer *t) {
+    if (t->updates == 0) return DQN_OK;
+    float loss, gn;
+    DQN_TRY(t->be->ops->d2h(t->be, &loss, t->model.loss, sizeof loss));
+    DQN_TRY(t->be->ops->d2h(t->be, &gn, t->model.gnorm, sizeof gn));
+    t->last_loss = loss;
+    t->grad_norm = gn;
+    return DQN_OK;
+}
+
+/* One step of every slot into the n-step assembler and the replay, the episode records, then the
+ * updates the schedule owes. */
+static dqn_status observe(dqn_trainer *t, const float *obs, const int32_t *actions,
+                          const float *reward, const float *next, const uint8_t *terminated,
+                          const uint8_t *truncated, const uint8_t *valid) {
     const dqn_config *c = &t->cfg;
-    if (target <= 0 || target > c->steps) target = c->steps;
-    int n = c->num_envs, obs = t->env.obs_dim, D = t->arch.br.D;
-    dqn_vecenv *v = &t->venv;
-    while (t->env_steps < target) {
-        DQN_TRY(act(t));
-        memcpy(t->prev_obs, v->obs, (size_t)n * obs * sizeof(float));
-        dqn_vecenv_step(v, t->actions);
-        dqn_nstep_clear_out(&t->nstep);
-        for (int e = 0; e < n; e++) {
-            int done = v->terminated[e] || v->truncated[e];
-            const float *next = done ? v->final_obs + (size_t)e * obs : v->obs + (size_t)e * obs;
-            dqn_nstep_push(&t->nstep, e, t->prev_obs + (size_t)e * obs, t->actions + (size_t)e * D,
-                           v->reward[e], next, v->terminated[e], v->truncated[e]);
-            if (done) {
-                t->episodes++;
-                t->recent[t->recent_pos] = v->done_return[e];
-                t->recent_pos = (t->recent_pos + 1) % DQN_RECENT_EPISODES;
-                if (t->n_recent < DQN_RECENT_EPISODES) t->n_recent++;
-            }
-        }
-        dqn_nstep *ns = &t->nstep;
-        DQN_TRY(dqn_replay_add(&t->replay, ns->out_obs, ns->out_act, ns->out_R, ns->out_disc,
-                               ns->out_next, ns->out_n));
-        t->env_steps += n;
-        if (t->env_steps < c->learning_starts || t->replay.size < c->batch_size) continue;
-        t->since_update += n;
-        while (t->since_update >= c->train_freq) {
-            t->since_update -= c->train_freq;
-            for (int g = 0; g < c->updates_per_round; g++) DQN_TRY(do_update(t));
+    int n = c->num_envs, od = t->env.obs_dim, D = t->arch.br.D, stepped = 0;
+    dqn_nstep_clear_out(&t->nstep);
+    for (int e = 0; e < n; e++) {
+        if (valid && !valid[e]) continue;
+        stepped++;
+        dqn_nstep_push(&t->nstep, e, obs + (size_t)e * od, actions + (size_t)e * D, reward[e],
+                       next + (size_t)e * od, terminated[e] != 0, truncated[e] != 0);
+        t->ep_ret[e] += reward[e];
+        if (terminated[e] || truncated[e]) {
+            t->episodes++;
+            t->recent[t->recent_pos] = t->ep_ret[e];
+            t->recent_pos = (t->recent_pos + 1) % DQN_RECENT_EPISODES;
+            if (t->n_recent < DQN_RECENT_EPISODES) t->n_recent++;
+            t->ep_ret[e] = 0.0;
         }
     }
-    if (t->updates > 0) {
-        float loss, gn;
-        DQN_TRY(t->be->ops->d2h(t->be, &loss, t->model.loss, sizeof loss));
-        DQN_TRY(t->be->ops->d2h(t->be, &gn, t->model.gnorm, sizeof gn));
-        t->last_loss = loss;
-        t->grad_norm = gn;
+    dqn_nstep *ns = &t->nstep;
+    DQN_TRY(dqn_replay_add(&t->replay, ns->out_obs, ns->out_act, ns->out_R, ns->out_disc,
+                           ns->out_next, ns->out_n));
+    t->env_steps += stepped;
+    if (t->env_steps < c->learning_starts || t->replay.size < c->batch_size) return DQN_OK;
+    t->since_update += stepped;
+    while (t->since_update >= c->train_freq) {
+        t->since_update -= c->train_freq;
+        for (int g = 0; g < c->updates_per_round; g++) DQN_TRY(do_update(t));
     }
     return DQN_OK;
+}
+
+dqn_status dqn_trainer_run_until(dqn_trainer *t, int64_t target) {
+    const dqn_config *c = &t->cfg;
+    if (!t->env.step)
+        return dqn_error_user(DQN_ERR_ARG, "env external: the host steps the env "
+                              "(dqn_trainer_act / dqn_trainer_observe)");
+    if (target <= 0 || target > c->steps) target = c->steps;
+    int n = c->num_envs, obs = t->env.obs_dim;
+    dqn_vecenv *v = &t->venv;
+    while (t->env_steps < target) {
+        DQN_TRY(act(t, v->obs));
+        memcpy(t->prev_obs, v->obs, (size_t)n * obs * sizeof(float));
+        DQN_TRY(dqn_vecenv_step(v, t->actions));
+        DQN_TRY(observe(t, t->prev_obs, t->actions, v->reward, v->final_obs, v->terminated,
+                        v->truncated, NULL));
+    }
+    return refresh_stats(t);
+}
+
+dqn_status dqn_trainer_act(dqn_trainer *t, const float *obs, int32_t *actions) {
+    if (!obs || !actions) return DQN_ERR(DQN_ERR_ARG, "dqn_trainer_act: obs or actions is NULL");
+    DQN_TRY(act(t, obs));
+    memcpy(actions, t->actions, (size_t)t->cfg.num_envs * t->arch.br.D * sizeof *actions);
+    return DQN_OK;
+}
+
+dqn_status dqn_trainer_observe(dqn_trainer *t, const float *obs, const int32_t *actions,
+                               const float *reward, const float *next_obs,
+                               const uint8_t *terminated, const uint8_t *truncated,
+                               const uint8_t *valid) {
+    if (!obs || !actions || !reward || !next_obs || !terminated || !truncated)
+        return DQN_ERR(DQN_ERR_ARG, "dqn_trainer_observe: a NULL buffer");
+    const dqn_branches *br = &t->arch.br;
+    for (int i = 0; i < t->cfg.num_envs * br->D; i++)
+        if ((!valid || valid[i / br->D]) && (actions[i] < 0 || actions[i] >= br->n[i % br->D]))
+            return dqn_error_user(DQN_ERR_ARG, "env %d, branch %d: action %d outside [0, %d)",
+                                  i / br->D, i % br->D, actions[i], br->n[i % br->D]);
+    DQN_TRY(observe(t, obs, actions, reward, next_obs, terminated, truncated, valid));
+    if (t->env_steps < t->next_refresh) return DQN_OK;
+    t->next_refresh = t->env_steps + t->cfg.log_interval;
+    return refresh_stats(t);
+}
+
+dqn_status dqn_trainer_update(dqn_trainer *t, int n) {
+    if (n < 0) return DQN_ERR(DQN_ERR_ARG, "dqn_trainer_update: %d updates", n);
+    if (n > 0 && t->replay.size < t->cfg.batch_size)
+        return dqn_error_user(DQN_ERR_ARG, "the replay holds %d transitions, fewer than "
+                              "batch_size %d", t->replay.size, t->cfg.batch_size);
+    for (int k = 0; k < n; k++) DQN_TRY(do_update(t));
+    return refresh_stats(t);
+}
+
+dqn_status dqn_trainer_predict(dqn_trainer *t, const float *obs, int n, int32_t *actions) {
+    if (n < 1 || !obs || !actions)
+        return DQN_ERR(DQN_ERR_ARG, "dqn_trainer_predict: %d observations", n);
+    if (n > t->pred.n) {
+        dqn_actor_destroy(&t->pred, t->be);
+        DQN_TRY(dqn_actor_create(&t->pred, t->be, &t->model.L, n, t->cfg.k_tau));
+    }
+    return dqn_actor_greedy(&t->pred, t->be, &t->model.L, t->model.params, obs, n, t->cfg.seed, 1,
+                            actions, NULL);
+}
+
+int dqn_trainer_obs_dim(const dqn_trainer *t) { return t->arch.obs_dim; }
+
+int dqn_trainer_branches(const dqn_trainer *t, int *sizes) {
+    if (sizes)
+        for (int b = 0; b < t->arch.br.D; b++) sizes[b] = t->arch.br.n[b];
+    return t->arch.br.D;
 }
 
 void dqn_trainer_stats(const dqn_trainer *t, dqn_train_stats *s) {
@@ -273,6 +400,8 @@ void dqn_trainer_record_losses(dqn_trainer *t, double *buf, size_t cap, size_t *
 dqn_status dqn_trainer_evaluate(dqn_trainer *t, int episodes, uint64_t seed, double *mean,
                                 double *std, double *returns_out) {
     if (episodes < 1) return DQN_ERR(DQN_ERR_ARG, "episodes %d < 1", episodes);
+    if (!t->env.step)
+        return dqn_error_user(DQN_ERR_ARG, "env external: the trainer has no env to evaluate on");
     dqn_vecenv ev;
     dqn_actor ac;
     int D = t->arch.br.D;
@@ -283,13 +412,13 @@ dqn_status dqn_trainer_evaluate(dqn_trainer *t, int episodes, uint64_t seed, dou
     char *done = calloc((size_t)episodes, 1);
     if (s == DQN_OK && (!ret || !a || !done)) s = DQN_ERR(DQN_ERR_NOMEM, "evaluation buffers");
     if (s == DQN_OK) {
-        dqn_vecenv_reset(&ev);
+        s = dqn_vecenv_reset(&ev);
         int left = episodes;
         while (left > 0 && s == DQN_OK) {
             s = dqn_actor_greedy(&ac, t->be, &t->model.L, t->model.params, ev.obs, episodes, seed,
                                  1, a, NULL);
             if (s != DQN_OK) break;
-            dqn_vecenv_step(&ev, a);
+            if ((s = dqn_vecenv_step(&ev, a)) != DQN_OK) break;
             for (int e = 0; e < episodes; e++)
                 if (!done[e] && (ev.terminated[e] || ev.truncated[e])) {
                     done[e] = 1;

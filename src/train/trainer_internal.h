@@ -66,10 +66,13 @@ struct dqn_trainer {
     dqn_nstep nstep;
     dqn_vecenv venv;
     dqn_actor actor;
+    dqn_actor pred;           /* greedy midpoint actions for dqn_trainer_predict (made on use) */
     dqn_trainer_health health;
     int32_t *actions;         /* host [n_envs, D] */
     float *q_host;            /* host [n_envs, A] */
     float *prev_obs;          /* host [n_envs, obs] */
+    double *ep_ret;           /* host [n_envs]: return of each slot's episode so far */
+    int64_t next_refresh;     /* env steps at which observe next reads the loss back */
     /* counters (all saved in checkpoints) */
     int64_t env_steps, updates, episodes, since_update, skipped;
     uint64_t act_steps;
@@ -94,6 +97,12 @@ dqn_status dqn_actor_greedy(dqn_actor *a, dqn_backend *be, const dqn_layout *L, 
 /* dqn_trainer_create, or with r != NULL the trainer of one rank (its backend from
  * dqn_rank_backend_open); the config's ranks key is not checked. */
 dqn_status dqn_trainer_create_with(const dqn_config *c, const dqn_rank_info *r, dqn_trainer **out);
+/* The same on the env `user` (NULL: the config's own; env = external: none), which the trainer
+ * then owns (closed with it, also on failure). */
+dqn_status dqn_trainer_make(const dqn_config *c, const dqn_rank_info *r, const dqn_env *user,
+                            dqn_trainer **out);
+/* The config restating a user env's shape (env = external, env_id, obs_dim, branches). */
+dqn_status dqn_config_for_env(const dqn_config *c, const dqn_env *env, dqn_config *out);
 /* The CUDA backend of rank r on its device, joined to the other ranks. */
 dqn_status dqn_rank_backend_open(const dqn_config *c, const dqn_rank_info *r, dqn_backend **out);
 

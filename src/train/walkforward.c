@@ -104,7 +104,7 @@ dqn_status dqn_walkforward_evaluate(dqn_trainer *t, dqn_fold_result *r) {
         st = dqn_actor_greedy(&t->actor, t->be, &t->model.L, t->model.params, obs, 1, c->seed, 1,
                               act, NULL);
         if (st != DQN_OK) break;
-        t->env.type->step(x, &s, act, obs, &reward, &terminated);
+        dqn_market_step1(x, &s, act, obs, &reward, &terminated);
         r->R[DQN_WF_AGENT][i] = s.ret;
         r->turnover[DQN_WF_AGENT][i] = s.turnover;
         r->gross[DQN_WF_AGENT][i] = s.gross;
