@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ -x .venv/bin/python ] && .venv/bin/python -c 'import numpy, gymnasium, jax, tensorboard' 2>/dev/null; then
+if [ -x .venv/bin/python ] && .venv/bin/python -c 'import numpy, gymnasium, jax, tensorboard, pytest, Box2D, pygame' 2>/dev/null; then
   exit 0
 fi
 echo "setting up .venv with tests/requirements.txt (first run only)"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: each C test binary of the normal build; the unit tests again from the
-# sanitizer build (if given); each tests/py/test_*.py in .venv. Exit 77 = skipped.
+# sanitizer build (if given); the Python package installed into .venv with pip and its pytest
+# suite (tests/python); each tests/py/test_*.py in .venv. Exit 77 = skipped.
 # Prints "N passed, N failed, N skipped" last and exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
@@ -32,6 +33,11 @@ if [ -n "$SAN" ]; then
     case "$(basename "$t")" in test_learn*) continue;; esac   # learning runs: normal build only
     DQN_BUILD=$PWD/$SAN DQN_CLI=$PWD/$SAN/dqn run "san:$(basename "$t")" "$t"
   done
+fi
+# the Python package as a user installs it (pip install .), then its tests against that install
+if [ -f pyproject.toml ] && [ -d tests/python ]; then
+  run pip-install .venv/bin/pip install -q --disable-pip-version-check .
+  run pytest-python env -u DQN_LIB .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 fi
 for t in tests/py/test_*.py tests/test_*.sh; do
   [ -f "$t" ] || continue
