@@ -30,6 +30,7 @@ static size_t venv_bytes(const dqn_vecenv *v) {
 
 static void venv_save(const dqn_vecenv *v, char *p) {
     size_t n = (size_t)v->n;
+    if (n == 0) return;   /* a host-driven trainer has no vector */
     memcpy(p, v->obs, n * v->env.obs_dim * sizeof(float)); p += n * v->env.obs_dim * sizeof(float);
     memcpy(p, v->ep_len, n * sizeof(int32_t)); p += n * sizeof(int32_t);
     memcpy(p, v->ep_return, n * sizeof(double)); p += n * sizeof(double);
@@ -39,6 +40,7 @@ static void venv_save(const dqn_vecenv *v, char *p) {
 
 static void venv_load(dqn_vecenv *v, const char *p) {
     size_t n = (size_t)v->n;
+    if (n == 0) return;
     memcpy(v->obs, p, n * v->env.obs_dim * sizeof(float)); p += n * v->env.obs_dim * sizeof(float);
     memcpy(v->ep_len, p, n * sizeof(int32_t)); p += n * sizeof(int32_t);
     memcpy(v->ep_return, p, n * sizeof(double)); p += n * sizeof(double);
