@@ -229,6 +229,9 @@ dqn_status dqn_trainer_observe(dqn_trainer *t, const float *obs, const int32_t *
                                const float *reward, const float *next_obs,
                                const uint8_t *terminated, const uint8_t *truncated,
                                const uint8_t *valid);
+/* A host-driven trainer's number of envs (its config's num_envs, 1..4096), e.g. after loading a
+ * checkpoint for another vector of envs: the n-step windows in flight are dropped. */
+dqn_status dqn_trainer_set_num_envs(dqn_trainer *t, int num_envs);
 /* n more updates now, off the schedule (DQN_ERR_ARG while the replay holds < batch_size). */
 dqn_status dqn_trainer_update(dqn_trainer *t, int n);
 /* Greedy actions [n, D] for any n observations (midpoint taus, as evaluation uses). */

@@ -264,6 +264,19 @@ static void test_load_env(void) {
             CHECK(memcmp(ga, gback, sizeof ga) == 0, "host-driven save/load: predict differs");
             dqn_trainer_destroy(back);
         }
+        /* another number of envs: acts and observes for 3 */
+        CHECK_OK(dqn_trainer_set_num_envs(h, 3));
+        CHECK(dqn_trainer_config(h)->num_envs == 3, "num_envs %d", dqn_trainer_config(h)->num_envs);
+        int32_t a3[3];
+        float r3[3] = {1, 1, 1};
+        uint8_t z3[3] = {0, 0, 0};
+        CHECK_OK(dqn_trainer_act(h, obs, a3));
+        CHECK_OK(dqn_trainer_observe(h, obs, a3, r3, obs + 12, z3, z3, NULL));
+        dqn_trainer_stats(h, &s);
+        CHECK(s.env_steps == 1503, "3 envs stepped: %lld", (long long)s.env_steps);
+        CHECK(dqn_trainer_set_num_envs(h, 0) == DQN_ERR_ARG &&
+                  strstr(dqn_last_error(), "num_envs"), "num_envs 0: %s", dqn_last_error());
+        CHECK(dqn_trainer_set_num_envs(a, 2) == DQN_ERR_ARG, "a trainer with its own env");
     }
     /* on a built-in env of the same shape: evaluates */
     dqn_env_api cp, ac;

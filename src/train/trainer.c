@@ -342,6 +342,45 @@ dqn_status dqn_trainer_observe(dqn_trainer *t, const float *obs, const int32_t *
     return refresh_stats(t);
 }
 
+dqn_status dqn_trainer_set_num_envs(dqn_trainer *t, int n) {
+    if (t->env.step)
+        return dqn_error_user(DQN_ERR_ARG, "num_envs of a trainer with its own env (%s) is fixed",
+                              t->env.name ? t->env.name : "");
+    char v[16];
+    snprintf(v, sizeof v, "%d", n);
+    dqn_config c = t->cfg;
+    DQN_TRY(dqn_config_set(&c, "num_envs", v));
+    if (n == t->cfg.num_envs) return DQN_OK;
+    int D = t->arch.br.D, obs = t->env.obs_dim;
+    dqn_nstep ns;
+    dqn_actor ac;
+    DQN_TRY(dqn_nstep_create(&ns, n, c.n_step, obs, D, c.gamma));
+    dqn_status s = dqn_actor_create(&ac, t->be, &t->model.L, n, c.k_tau);
+    int32_t *actions = calloc((size_t)n * D, sizeof *actions);
+    float *q = calloc((size_t)n * t->arch.br.A, sizeof *q);
+    float *prev = calloc((size_t)n * obs, sizeof *prev);
+    double *ret = calloc((size_t)n, sizeof *ret);
+    if (s == DQN_OK && (!actions || !q || !prev || !ret))
+        s = DQN_ERR(DQN_ERR_NOMEM, "buffers for %d envs", n);
+    if (s != DQN_OK) {
+        dqn_nstep_destroy(&ns);
+        dqn_actor_destroy(&ac, t->be);
+        free(actions); free(q); free(prev); free(ret);
+        return s;
+    }
+    dqn_nstep_destroy(&t->nstep);
+    dqn_actor_destroy(&t->actor, t->be);
+    free(t->actions); free(t->q_host); free(t->prev_obs); free(t->ep_ret);
+    t->nstep = ns;
+    t->actor = ac;
+    t->actions = actions;
+    t->q_host = q;
+    t->prev_obs = prev;
+    t->ep_ret = ret;
+    t->cfg = c;
+    return DQN_OK;
+}
+
 dqn_status dqn_trainer_update(dqn_trainer *t, int n) {
     if (n < 0) return DQN_ERR(DQN_ERR_ARG, "dqn_trainer_update: %d updates", n);
     if (n > 0 && t->replay.size < t->cfg.batch_size)
