@@ -2,8 +2,9 @@
 
 Each run trains on a fresh Gymnasium env object, evaluates the greedy policy every
 --eval-every steps (10 episodes, time excluded from training time) to find the training wall
-clock at which it first reaches the solve threshold, and ends with a greedy evaluation over 100
-episodes on env seeds no run trained on. Both libraries run on one CPU thread.
+clock (and process CPU time, which a busy machine disturbs less) at which it first reaches the
+solve threshold, and ends with a greedy evaluation over 100 episodes on env seeds no run trained
+on. Both libraries run on one CPU thread.
 
   python bench/bench_sb3.py --envs CartPole-v1,LunarLander-v3 --seeds 5 --out runs/sb3.jsonl
 
@@ -65,24 +66,30 @@ class Probe:
         self.model = None
         self.steps = 0
         self.eval_s = 0.0
+        self.eval_cpu = 0.0
         self.t0 = None
+        self.c0 = None
         self.solved_at = None
+        self.solved_cpu = None
         self.curve = []
 
     def __call__(self, loc, glob):
         if self.t0 is None:
             self.t0 = time.perf_counter()
+            self.c0 = time.process_time()
         self.steps += 1
         if self.steps % self.every:
             return True
-        e0 = time.perf_counter()
+        e0, c0 = time.perf_counter(), time.process_time()
         mean, _ = greedy_return(self.model, self.env_id, 10, 500_000 + 1000 * self.seed + self.steps)
-        e1 = time.perf_counter()
+        e1, c1 = time.perf_counter(), time.process_time()
+        train_s = e0 - self.t0 - self.eval_s
+        train_cpu = c0 - self.c0 - self.eval_cpu
         self.eval_s += e1 - e0
-        train_s = e0 - self.t0 - (self.eval_s - (e1 - e0))
-        self.curve.append((self.steps, round(train_s, 2), mean))
+        self.eval_cpu += c1 - c0
+        self.curve.append((self.steps, round(train_s, 2), round(train_cpu, 2), mean))
         if self.solved_at is None and mean >= THRESHOLD[self.env_id]:
-            self.solved_at = train_s
+            self.solved_at, self.solved_cpu = train_s, train_cpu
         return True
 
 
@@ -99,37 +106,50 @@ def run(lib, env_id, seed, args):
         torch.set_num_threads(1)
         model = QRDQN("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **zoo_qrdqn(env_id))
     probe.model = model
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=steps, callback=probe)
     wall = time.perf_counter() - t0 - probe.eval_s
+    cpu = time.process_time() - c0 - probe.eval_cpu
     mean, std = greedy_return(model, env_id, 100, 1_000_000 + 1000 * seed)
     env.close()
     return dict(lib=lib, env=env_id, seed=seed, steps=steps, train_s=round(wall, 2),
+                train_cpu_s=round(cpu, 2),
                 solved_s=None if probe.solved_at is None else round(probe.solved_at, 2),
+                solved_cpu_s=None if probe.solved_cpu is None else round(probe.solved_cpu, 2),
                 final_mean=mean, final_std=std, curve=probe.curve)
 
 
 def summary(rows):
     print()
-    print("| env | library | seeds | train s (mean) | to threshold s (median of solved) | solved | "
-          "final greedy return (100 ep) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| env | library | seeds | steps | train s, wall (CPU) | to threshold s, wall (CPU), "
+          "median of solved | solved | final greedy return, 100 ep, mean ± std over seeds |")
+    print("|---|---|---|---|---|---|---|---|")
     keyed = {}
     for r in rows:
         keyed.setdefault((r["env"], r["lib"]), []).append(r)
     for (env_id, lib), rs in sorted(keyed.items()):
-        solved = [r["solved_s"] for r in rs if r["solved_s"] is not None]
+        solved = [r for r in rs if r["solved_s"] is not None]
         finals = [r["final_mean"] for r in rs]
-        print(f"| {env_id} | {lib} | {len(rs)} | {statistics.mean(r['train_s'] for r in rs):.1f} | "
-              f"{statistics.median(solved) if solved else float('nan'):.1f} | "
-              f"{len(solved)}/{len(rs)} | {statistics.mean(finals):.1f} ± "
+        tw = statistics.mean(r["train_s"] for r in rs)
+        tc = statistics.mean(r["train_cpu_s"] for r in rs)
+        sw = statistics.median(r["solved_s"] for r in solved) if solved else float("nan")
+        sc = statistics.median(r["solved_cpu_s"] for r in solved) if solved else float("nan")
+        print(f"| {env_id} | {lib} | {len(rs)} | {rs[0]['steps']} | {tw:.1f} ({tc:.1f}) | "
+              f"{sw:.1f} ({sc:.1f}) | {len(solved)}/{len(rs)} | {statistics.mean(finals):.1f} ± "
               f"{statistics.pstdev(finals):.1f} |")
     for env_id in sorted({r["env"] for r in rows}):
         a, b = keyed.get((env_id, "dqn")), keyed.get((env_id, "sb3"))
         if a and b:
-            ta = statistics.mean(r["train_s"] for r in a)
-            tb = statistics.mean(r["train_s"] for r in b)
-            print(f"{env_id}: dqn trains in {ta / tb:.2f}x SB3's wall clock ({ta:.1f} s vs {tb:.1f} s)")
+            ta = statistics.mean(r["train_cpu_s"] for r in a)
+            tb = statistics.mean(r["train_cpu_s"] for r in b)
+            print(f"{env_id}: dqn's whole run takes {ta / tb:.2f}x SB3's CPU time ({ta:.1f} s vs "
+                  f"{tb:.1f} s)")
+            sa = [r["solved_cpu_s"] for r in a if r["solved_cpu_s"] is not None]
+            sb = [r["solved_cpu_s"] for r in b if r["solved_cpu_s"] is not None]
+            if sa and sb:
+                ma, mb = statistics.median(sa), statistics.median(sb)
+                print(f"{env_id}: to the threshold, dqn takes {ma / mb:.2f}x SB3's CPU time "
+                      f"({ma:.1f} s vs {mb:.1f} s, medians of the solved runs)")
 
 
 def main():
@@ -150,8 +170,9 @@ def main():
             for lib in args.libs.split(","):
                 r = run(lib, env_id, seed, args)
                 rows.append(r)
-                print(f"{env_id} {lib} seed {seed}: train {r['train_s']} s, threshold at "
-                      f"{r['solved_s']} s, final {r['final_mean']:.1f} ± {r['final_std']:.1f}",
+                print(f"{env_id} {lib} seed {seed}: train {r['train_s']} s ({r['train_cpu_s']} s "
+                      f"CPU), threshold at {r['solved_s']} s ({r['solved_cpu_s']} s CPU), final "
+                      f"{r['final_mean']:.1f} ± {r['final_std']:.1f}",
                       flush=True)
                 if out:
                     out.write(json.dumps(r) + "\n")
