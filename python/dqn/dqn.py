@@ -508,6 +508,7 @@ class DQN:
             if reset_num_timesteps:
                 self._num_timesteps = 0
             self._fresh = False
+            self._ran = 0
             cbs = _Callbacks(callback, self)
             every = int(log_interval) if log_interval else max(total // 10, 1)
             progress = _Progress(total, bool(progress_bar))
@@ -518,7 +519,7 @@ class DQN:
                 else:
                     self._run_single(total, cbs, every, progress)
             finally:
-                progress.close(min(self._ran, total) if hasattr(self, "_ran") else 0)
+                progress.close(self._ran)
                 cbs.end()
         return self
 
