@@ -85,6 +85,7 @@ _SIGNATURES = {
     "dqn_trainer_load_env": (_int, [_str, _str, _vp, ctypes.POINTER(_vp)]),
     "dqn_trainer_act": (_int, [_vp, _vp, _vp]),
     "dqn_trainer_observe": (_int, [_vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp]),
+    "dqn_trainer_set_num_envs": (_int, [_vp, _int]),
     "dqn_trainer_update": (_int, [_vp, _int]),
     "dqn_trainer_predict": (_int, [_vp, _vp, _int, _vp]),
     "dqn_trainer_obs_dim": (_int, [_vp]),

@@ -737,8 +737,9 @@ class DQN:
         """Load a checkpoint (written by save() or by ``dqn train``) as a host-driven trainer.
 
         The model, optimizer, replay (if saved), counters and schedule resume as saved. ``env``
-        (optional) must have the checkpoint's observation size, branch sizes and number of envs;
-        with it the model can go on learning, and its spaces (with their ``start``) are used.
+        (optional) must have the checkpoint's observation size and branch sizes; it may have
+        another number of envs (the n-step windows in flight are dropped). With it the model can
+        go on learning, and its spaces (with their ``start``) are used.
         Without it the spaces are a flat float32 Box and Discrete / MultiDiscrete from 0.
         ``device``: None keeps the saved one; "cpu", "cuda" or "auto".
         """
@@ -785,8 +786,10 @@ class DQN:
                     f"env {name} does not match the checkpoint: observation size {o_dim} and "
                     f"branches {a_sizes}, the checkpoint has {obs_dim} and {sizes}")
             if n != n_envs:
-                raise ValueError(f"env {name} has {n} env(s); the checkpoint was made for "
-                                 f"num_envs = {n_envs}")
+                # another vector: the trainer drops its n-step windows in flight
+                _lib.check(lib.dqn_trainer_set_num_envs(trainer.ptr, n),
+                           f"env {name} has {n} env(s), the checkpoint {n_envs}")
+                n_envs = n
             self._setup_spaces(obs_space, act_space)
             self.env_id = name
         else:

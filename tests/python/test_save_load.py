@@ -62,12 +62,24 @@ def test_load_checks_the_env(trained):
     _, path = trained
     with pytest.raises(ValueError, match="does not match"):
         dqn.DQN.load(path, env="Acrobot-v1")
-    with pytest.raises(ValueError, match="num_envs"):
-        dqn.DQN.load(path, env=gym.make_vec("CartPole-v1", 2, vectorization_mode="sync"))
     with pytest.raises(ValueError, match="unknown_thing"):
         dqn.DQN.load(path, unknown_thing=1)
     with pytest.raises(ValueError, match="no env"):
         dqn.DQN.load(path).learn(10)
+
+
+def test_load_for_another_number_of_envs(trained):
+    m, path = trained
+    env = gym.make_vec("CartPole-v1", 3, vectorization_mode="sync")
+    loaded = dqn.DQN.load(path, env=env)
+    assert loaded.n_envs == 3 and loaded.get_config()["num_envs"] == "3"
+    x = random_obs(64, seed=3)
+    assert np.array_equal(loaded.predict(x)[0], m.predict(x)[0])
+    before = loaded.get_stats()
+    loaded.learn(300)
+    after = loaded.get_stats()
+    assert loaded.num_timesteps == 300 and after["updates"] > before["updates"]
+    env.close()
 
 
 def test_multidiscrete_round_trip(tmp_path):
