@@ -8,10 +8,15 @@ on. Both libraries run on one CPU thread.
 
   python bench/bench_sb3.py --envs CartPole-v1,LunarLander-v3 --seeds 5 --out runs/sb3.jsonl
 
+--jobs N runs N of the (env, library, seed) runs at once, one process and one thread each: on a
+machine with N free cores every run still has a core of its own.
+
 Needs: the dqn package (pip install .), sb3-contrib, torch, gymnasium[box2d].
 """
 import argparse
+import concurrent.futures
 import json
+import os
 import statistics
 import sys
 import time
@@ -162,21 +167,27 @@ def main():
                    help="env steps (default: the zoo's budget for sb3, the preset's for dqn)")
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("--out", default="")
+    p.add_argument("--jobs", type=int, default=1)
     args = p.parse_args()
+    for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[v] = "1"
     rows = []
     out = open(args.out, "a") if args.out else None
-    for env_id in args.envs.split(","):
-        for seed in range(args.first_seed, args.first_seed + args.seeds):
-            for lib in args.libs.split(","):
-                r = run(lib, env_id, seed, args)
-                rows.append(r)
-                print(f"{env_id} {lib} seed {seed}: train {r['train_s']} s ({r['train_cpu_s']} s "
-                      f"CPU), threshold at {r['solved_s']} s ({r['solved_cpu_s']} s CPU), final "
-                      f"{r['final_mean']:.1f} ± {r['final_std']:.1f}",
-                      flush=True)
-                if out:
-                    out.write(json.dumps(r) + "\n")
-                    out.flush()
+    tasks = [(lib, env_id, seed, args) for env_id in args.envs.split(",")
+             for seed in range(args.first_seed, args.first_seed + args.seeds)
+             for lib in args.libs.split(",")]
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(run, *t) for t in tasks]
+        for f in concurrent.futures.as_completed(futures):
+            r = f.result()
+            rows.append(r)
+            print(f"{r['env']} {r['lib']} seed {r['seed']}: train {r['train_s']} s "
+                  f"({r['train_cpu_s']} s CPU), threshold at {r['solved_s']} s "
+                  f"({r['solved_cpu_s']} s CPU), final {r['final_mean']:.1f} ± "
+                  f"{r['final_std']:.1f}", flush=True)
+            if out:
+                out.write(json.dumps(r) + "\n")
+                out.flush()
     summary(rows)
 
 
