@@ -1,5 +1,5 @@
 /* The CPU backend's forward and non-differentiable ops against naive double-precision loops
- * written here from the definitions in backends/backend.h and SPEC section 3: GEMMs (both
+ * written here from the definitions in backends/ops.def and SPEC section 3: GEMMs (both
  * passes, shapes that cross every blocking edge), elementwise forwards, LayerNorm, cos_embed,
  * q_argmax, iqn_targets, the quantile Huber loss, norms and clipping, Adam, target updates,
  * the Philox draws, gathers, the fused ops (against the unfused ones), memory ops and argument

@@ -1,4 +1,4 @@
-/* The model's side branches (side_begin .. side_end, joined by side_join; backend.h) keep their
+/* The model's side branches (side_begin .. side_end, joined by side_join; ops.def) keep their
  * contract: what the ops on the side write is not read, and what they read is not written, by the
  * main ops issued before the join. A CPU backend that defers every side op to the join (the
  * latest schedule the contract allows; the CUDA backend may run them anywhere in between) must
@@ -171,7 +171,7 @@ static dqn_status d_linear_ld_bwd(dqn_backend *be, const float *X, const float *
     DEFER(q);
 }
 
-/* heads_bwd's five leaves (backend.h) are finished at the next join, as a backend with a side
+/* heads_bwd's five leaves (ops.def) are finished at the next join, as a backend with a side
  * branch may finish them there; until then they hold NaN, which a read before the join shows */
 static dqn_status d_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
                               const float *dV, const float *dAdv, const float *norms,

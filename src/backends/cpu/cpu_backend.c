@@ -1,4 +1,4 @@
-/* The CPU backend: every op of backends/backend.h on host memory, run eagerly on the calling
+/* The CPU backend: every op of backends/ops.def on host memory, run eagerly on the calling
  * thread (the GEMMs may use OpenBLAS's threads). It is the reference the CUDA backend is checked
  * against: reductions of a loss or a norm, LayerNorm statistics and means run in double. */
 #include <math.h>
@@ -97,15 +97,15 @@ static void cpu_destroy(dqn_backend *be) {
 
 /* ---- dense layers ---- */
 
-static dqn_status linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
-                             float *Y, int M, int K, int N) {
+static dqn_status cpu_linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
+                                 float *Y, int M, int K, int N) {
     (void)be;
     REQUIRE(M > 0 && K > 0 && N > 0, "linear_fwd: M=%d K=%d N=%d must be positive", M, K, N);
     return dqn_gemm_xwt(X, W, b, Y, M, K, N);
 }
 
-static dqn_status linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
-                             float *dX, float *dW, float *db, int M, int K, int N) {
+static dqn_status cpu_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
+                                 float *dX, float *dW, float *db, int M, int K, int N) {
     (void)be;
     REQUIRE(M > 0 && K > 0 && N > 0, "linear_bwd: M=%d K=%d N=%d must be positive", M, K, N);
     if (dX) DQN_TRY(dqn_gemm_dyw(dY, W, dX, M, K, N));
@@ -122,7 +122,7 @@ void cpu_colsum(const float *dY, float *db, int M, int N) {
     }
 }
 
-static dqn_status axpy(dqn_backend *be, float a, const float *x, float *y, size_t n) {
+static dqn_status cpu_axpy(dqn_backend *be, float a, const float *x, float *y, size_t n) {
     (void)be;
     EACH(i, n, y[i] += a * x[i]);
     return DQN_OK;
@@ -130,33 +130,35 @@ static dqn_status axpy(dqn_backend *be, float a, const float *x, float *y, size_
 
 /* ---- activations ---- */
 
-static dqn_status relu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
+static dqn_status cpu_relu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
     (void)be;
     EACH(i, n, y[i] = x[i] > 0.0f ? x[i] : 0.0f);
     return DQN_OK;
 }
 
-static dqn_status elu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
+static dqn_status cpu_elu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
     (void)be;
     for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : expm1f(x[i]);
     return DQN_OK;
 }
 
-static dqn_status linear_act_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
-                                 float *Y, int M, int K, int N, dqn_act act) {
+static dqn_status cpu_linear_act_fwd(dqn_backend *be, const float *X, const float *W,
+                                     const float *b, float *Y, int M, int K, int N, dqn_act act) {
     REQUIRE(act >= DQN_ACT_NONE && act <= DQN_ACT_ELU, "linear_act_fwd: act = %d", (int)act);
-    DQN_TRY(linear_fwd(be, X, W, b, Y, M, K, N));
-    if (act == DQN_ACT_ELU) return elu_fwd(be, Y, Y, (size_t)M * (size_t)N);
-    return act == DQN_ACT_RELU ? relu_fwd(be, Y, Y, (size_t)M * (size_t)N) : DQN_OK;
+    DQN_TRY(cpu_linear_fwd(be, X, W, b, Y, M, K, N));
+    if (act == DQN_ACT_ELU) return cpu_elu_fwd(be, Y, Y, (size_t)M * (size_t)N);
+    return act == DQN_ACT_RELU ? cpu_relu_fwd(be, Y, Y, (size_t)M * (size_t)N) : DQN_OK;
 }
 
-static dqn_status relu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n) {
+static dqn_status cpu_relu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx,
+                               size_t n) {
     (void)be;
     EACH(i, n, float on = y[i] > 0.0f; dx[i] = dy[i] * on);
     return DQN_OK;
 }
 
-static dqn_status elu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n) {
+static dqn_status cpu_elu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx,
+                              size_t n) {
     (void)be;
     /* the slope as a blend (gcc -O2 does not if-convert the select); equal to the select for
      * every y but +inf, which ELU outputs only for an input of +inf */
@@ -168,8 +170,8 @@ static dqn_status elu_bwd(dqn_backend *be, const float *y, const float *dy, floa
 
 static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-static dqn_status gate_fwd(dqn_backend *be, const float *h, const float *g, float *r, int M,
-                           int d) {
+static dqn_status cpu_gate_fwd(dqn_backend *be, const float *h, const float *g, float *r, int M,
+                               int d) {
     (void)be;
     REQUIRE(M >= 0 && d >= 0, "gate_fwd: M=%d d=%d", M, d);
     for (size_t m = 0; m < (size_t)M; m++) {
@@ -180,8 +182,8 @@ static dqn_status gate_fwd(dqn_backend *be, const float *h, const float *g, floa
     return DQN_OK;
 }
 
-static dqn_status gate_bwd(dqn_backend *be, const float *g, const float *dr, float *dh, float *dg,
-                           int M, int d) {
+static dqn_status cpu_gate_bwd(dqn_backend *be, const float *g, const float *dr, float *dh,
+                               float *dg, int M, int d) {
     (void)be;
     REQUIRE(M >= 0 && d >= 0, "gate_bwd: M=%d d=%d", M, d);
     for (size_t m = 0; m < (size_t)M; m++) {
@@ -201,9 +203,9 @@ static dqn_status gate_bwd(dqn_backend *be, const float *g, const float *dr, flo
 
 #define LN_EPS 1e-5
 
-static dqn_status layernorm_fwd(dqn_backend *be, const float *x, const float *gamma,
-                                const float *beta, float *y, float *mean, float *rstd, int M,
-                                int d) {
+static dqn_status cpu_layernorm_fwd(dqn_backend *be, const float *x, const float *gamma,
+                                    const float *beta, float *y, float *mean, float *rstd, int M,
+                                    int d) {
     (void)be;
     REQUIRE(M >= 0 && d > 0, "layernorm_fwd: M=%d d=%d", M, d);
     for (size_t m = 0; m < (size_t)M; m++) {
@@ -229,9 +231,9 @@ static dqn_status layernorm_fwd(dqn_backend *be, const float *x, const float *ga
 }
 
 /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, xhat = (x - mean) * rstd */
-static dqn_status layernorm_bwd(dqn_backend *be, const float *x, const float *gamma,
-                                const float *mean, const float *rstd, const float *dy, float *dx,
-                                float *dgamma, float *dbeta, int M, int d) {
+static dqn_status cpu_layernorm_bwd(dqn_backend *be, const float *x, const float *gamma,
+                                    const float *mean, const float *rstd, const float *dy,
+                                    float *dx, float *dgamma, float *dbeta, int M, int d) {
     (void)be;
     REQUIRE(M >= 0 && d > 0, "layernorm_bwd: M=%d d=%d", M, d);
     EACH(k, (size_t)d, dgamma[k] = 0.0f; dbeta[k] = 0.0f);
@@ -270,7 +272,7 @@ static dqn_status layernorm_bwd(dqn_backend *be, const float *x, const float *ga
  * at once by rotating it through COS_BLOCK * theta, which vectorises along k. */
 enum { COS_BLOCK = 8 };
 
-static dqn_status cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos) {
+static dqn_status cpu_cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos) {
     (void)be;
     REQUIRE(R >= 0 && n_cos >= 0, "cos_embed: R=%d n_cos=%d", R, n_cos);
     const double pi = 3.14159265358979323846;
@@ -298,8 +300,8 @@ static dqn_status cos_embed(dqn_backend *be, const float *tau, float *C, int R, 
     return DQN_OK;
 }
 
-static dqn_status mul_bcast_fwd(dqn_backend *be, const float *h, const float *phi, float *z, int B,
-                                int T, int d) {
+static dqn_status cpu_mul_bcast_fwd(dqn_backend *be, const float *h, const float *phi, float *z,
+                                    int B, int T, int d) {
     (void)be;
     REQUIRE(B >= 0 && T >= 0 && d >= 0, "mul_bcast_fwd: B=%d T=%d d=%d", B, T, d);
     for (size_t r = 0; r < (size_t)B * T; r++) {
@@ -310,8 +312,8 @@ static dqn_status mul_bcast_fwd(dqn_backend *be, const float *h, const float *ph
     return DQN_OK;
 }
 
-static dqn_status mul_bcast_bwd(dqn_backend *be, const float *h, const float *phi, const float *dz,
-                                float *dh, float *dphi, int B, int T, int d) {
+static dqn_status cpu_mul_bcast_bwd(dqn_backend *be, const float *h, const float *phi,
+                                    const float *dz, float *dh, float *dphi, int B, int T, int d) {
     (void)be;
     REQUIRE(B >= 0 && T >= 0 && d >= 0, "mul_bcast_bwd: B=%d T=%d d=%d", B, T, d);
     for (size_t s = 0; s < (size_t)B; s++) {
@@ -327,8 +329,8 @@ static dqn_status mul_bcast_bwd(dqn_backend *be, const float *h, const float *ph
     return DQN_OK;
 }
 
-static dqn_status concat_bcast_fwd(dqn_backend *be, const float *z, const float *h, float *out,
-                                   int B, int T, int d) {
+static dqn_status cpu_concat_bcast_fwd(dqn_backend *be, const float *z, const float *h, float *out,
+                                       int B, int T, int d) {
     (void)be;
     REQUIRE(B >= 0 && T >= 0 && d >= 0, "concat_bcast_fwd: B=%d T=%d d=%d", B, T, d);
     size_t row = (size_t)d * sizeof(float);
@@ -339,8 +341,8 @@ static dqn_status concat_bcast_fwd(dqn_backend *be, const float *z, const float 
     return DQN_OK;
 }
 
-static dqn_status concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, float *dh, int B,
-                                   int T, int d) {
+static dqn_status cpu_concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, float *dh,
+                                       int B, int T, int d) {
     (void)be;
     REQUIRE(B >= 0 && T >= 0 && d >= 0, "concat_bcast_bwd: B=%d T=%d d=%d", B, T, d);
     for (size_t r = 0; r < (size_t)B * T && d > 0; r++) {
@@ -354,8 +356,8 @@ static dqn_status concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz
 
 /* ---- dueling combine ---- */
 
-static dqn_status dueling_fwd(dqn_backend *be, const float *V, const float *Adv, float *Z, int R,
-                              const dqn_branches *br) {
+static dqn_status cpu_dueling_fwd(dqn_backend *be, const float *V, const float *Adv, float *Z,
+                                  int R, const dqn_branches *br) {
     (void)be;
     REQUIRE(R >= 0, "dueling_fwd: R=%d", R);
     DQN_TRY(check_branches("dueling_fwd", br));
@@ -371,8 +373,8 @@ static dqn_status dueling_fwd(dqn_backend *be, const float *V, const float *Adv,
     return DQN_OK;
 }
 
-static dqn_status dueling_bwd(dqn_backend *be, const float *dZ, float *dV, float *dAdv, int R,
-                              const dqn_branches *br) {
+static dqn_status cpu_dueling_bwd(dqn_backend *be, const float *dZ, float *dV, float *dAdv, int R,
+                                  const dqn_branches *br) {
     (void)be;
     REQUIRE(R >= 0, "dueling_bwd: R=%d", R);
     DQN_TRY(check_branches("dueling_bwd", br));
@@ -394,8 +396,8 @@ static dqn_status dueling_bwd(dqn_backend *be, const float *dZ, float *dV, float
 
 /* ---- action selection ---- */
 
-static dqn_status q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act, int B, int K,
-                           const dqn_branches *br) {
+static dqn_status cpu_q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act, int B,
+                               int K, const dqn_branches *br) {
     (void)be;
     REQUIRE(B >= 0 && K > 0, "q_argmax: B=%d K=%d", B, K);
     DQN_TRY(check_branches("q_argmax", br));
@@ -422,9 +424,9 @@ static dqn_status q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *a
 
 /* ---- targets and loss ---- */
 
-static dqn_status iqn_targets(dqn_backend *be, const float *Zt, const int32_t *astar,
-                              const float *R, const float *discount, float *y, int B, int Nt,
-                              const dqn_branches *br, dqn_target_mode mode) {
+static dqn_status cpu_iqn_targets(dqn_backend *be, const float *Zt, const int32_t *astar,
+                                  const float *R, const float *discount, float *y, int B, int Nt,
+                                  const dqn_branches *br, dqn_target_mode mode) {
     (void)be;
     REQUIRE(B >= 0 && Nt >= 0, "iqn_targets: B=%d Nt=%d", B, Nt);
     REQUIRE(mode == DQN_TARGET_MEAN || mode == DQN_TARGET_INDEPENDENT,
@@ -449,11 +451,11 @@ static dqn_status iqn_targets(dqn_backend *be, const float *Zt, const int32_t *a
 
 /* rho(u) = |tau - 1{u<0}| Huber_kappa(u) / kappa, u = y - z, summed as in SPEC section 3; dZ at
  * each branch's taken column is -d/dz of the loss. */
-static dqn_status quantile_huber(dqn_backend *be, const float *Z, const float *tau,
-                                 const int32_t *act, const float *y, const float *w,
-                                 float *loss_out, float *dZ, float *per_sample, int B, int N,
-                                 int Nt, const dqn_branches *br, dqn_target_mode mode,
-                                 float kappa) {
+static dqn_status cpu_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
+                                     const int32_t *act, const float *y, const float *w,
+                                     float *loss_out, float *dZ, float *per_sample, int B, int N,
+                                     int Nt, const dqn_branches *br, dqn_target_mode mode,
+                                     float kappa) {
     (void)be;
     REQUIRE(B > 0 && N > 0 && Nt > 0, "quantile_huber: B=%d N=%d Nt=%d must be positive", B, N, Nt);
     REQUIRE(kappa > 0.0f, "quantile_huber: kappa = %g, must be > 0", (double)kappa);
@@ -494,7 +496,7 @@ static dqn_status quantile_huber(dqn_backend *be, const float *Z, const float *t
 
 /* ---- optimizer ---- */
 
-static dqn_status l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
+static dqn_status cpu_l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
     (void)be;
     double lane[LANES] = {0}, sum = 0;
     size_t i = 0;
@@ -506,17 +508,18 @@ static dqn_status l2_norm(dqn_backend *be, const float *x, size_t n, float *out)
     return DQN_OK;
 }
 
-static dqn_status clip_by_norm(dqn_backend *be, float *x, size_t n, const float *norm,
-                               float max_norm) {
+static dqn_status cpu_clip_by_norm(dqn_backend *be, float *x, size_t n, const float *norm,
+                                   float max_norm) {
     (void)be;
     float s = cpu_clip_scale(norm[0], max_norm);
     if (s < 1.0f) EACH(i, n, x[i] *= s);
     return DQN_OK;
 }
 
-static dqn_status adam(dqn_backend *be, float *p, const float *g, float *m, float *v, size_t n,
-                       float lr, float beta1, float beta2, float eps, float wd, const float *gnorm,
-                       float max_norm, const uint64_t *step, const int32_t *skip) {
+static dqn_status cpu_adam(dqn_backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                           float lr, float beta1, float beta2, float eps, float wd,
+                           const float *gnorm, float max_norm, const uint64_t *step,
+                           const int32_t *skip) {
     (void)be;
     REQUIRE(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f,
             "adam: beta1 = %g, beta2 = %g, each must be in [0, 1)", (double)beta1, (double)beta2);
@@ -536,8 +539,8 @@ static dqn_status adam(dqn_backend *be, float *p, const float *g, float *m, floa
     return DQN_OK;
 }
 
-static dqn_status target_update(dqn_backend *be, float *dst, const float *src, size_t n, int period,
-                                float tau, const uint64_t *step) {
+static dqn_status cpu_target_update(dqn_backend *be, float *dst, const float *src, size_t n,
+                                    int period, float tau, const uint64_t *step) {
     (void)be;
     REQUIRE(period >= 0, "target_update: period = %d, must be >= 0", period);
     if (period > 0) {
@@ -550,7 +553,7 @@ static dqn_status target_update(dqn_backend *be, float *dst, const float *src, s
     return DQN_OK;
 }
 
-static dqn_status step_incr(dqn_backend *be, uint64_t *step) {
+static dqn_status cpu_step_incr(dqn_backend *be, uint64_t *step) {
     (void)be;
     *step += 1;
     return DQN_OK;
@@ -559,8 +562,8 @@ static dqn_status step_incr(dqn_backend *be, uint64_t *step) {
 /* ---- random numbers: word i of a stream is lane i%4 of Philox block i/4, so each block is
  * computed once for its (up to) four consecutive words. ---- */
 
-static dqn_status rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t seed,
-                               uint32_t stream, const uint64_t *step, uint64_t stride) {
+static dqn_status cpu_rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t seed,
+                                   uint32_t stream, const uint64_t *step, uint64_t stride) {
     (void)be;
     const uint64_t base = *step * stride;
     for (size_t j = 0; j < n;) {
@@ -572,9 +575,9 @@ static dqn_status rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t s
     return DQN_OK;
 }
 
-static dqn_status rand_index(dqn_backend *be, int32_t *idx, size_t n, uint64_t seed,
-                             uint32_t stream, const uint64_t *step, uint64_t stride,
-                             const uint32_t *size) {
+static dqn_status cpu_rand_index(dqn_backend *be, int32_t *idx, size_t n, uint64_t seed,
+                                 uint32_t stream, const uint64_t *step, uint64_t stride,
+                                 const uint32_t *size) {
     (void)be;
     const uint64_t base = *step * stride, range = *size;
     REQUIRE(range >= 1 && range <= INT32_MAX, "rand_index: size = %llu, allowed 1..%d",
@@ -602,39 +605,40 @@ static dqn_status gather_rows(const char *op, const void *src, const int32_t *id
     return DQN_OK;
 }
 
-static dqn_status gather_f32(dqn_backend *be, const float *src, const int32_t *idx, float *dst,
-                             int n, int row_len) {
+static dqn_status cpu_gather_f32(dqn_backend *be, const float *src, const int32_t *idx, float *dst,
+                                 int n, int row_len) {
     (void)be;
     return gather_rows("gather_f32", src, idx, dst, n, row_len, sizeof(float));
 }
 
-static dqn_status gather_i32(dqn_backend *be, const int32_t *src, const int32_t *idx, int32_t *dst,
-                             int n, int row_len) {
+static dqn_status cpu_gather_i32(dqn_backend *be, const int32_t *src, const int32_t *idx,
+                                 int32_t *dst, int n, int row_len) {
     (void)be;
     return gather_rows("gather_i32", src, idx, dst, n, row_len, sizeof(int32_t));
 }
 
 /* ---- fused sampling: the unfused ops in sequence, so both give the same numbers ---- */
 
-static dqn_status sample_batch(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
-                               int B, uint64_t seed, const uint64_t *step) {
+static dqn_status cpu_sample_batch(dqn_backend *be, const dqn_sample_src *src,
+                                   const dqn_sample_dst *dst, int B, uint64_t seed,
+                                   const uint64_t *step) {
     REQUIRE(B > 0 && src->obs_dim > 0 && src->D > 0, "sample_batch: B=%d obs_dim=%d D=%d", B,
             src->obs_dim, src->D);
-    DQN_TRY(rand_index(be, dst->idx, (size_t)B, seed, DQN_STREAM_REPLAY, step, (uint64_t)B,
+    DQN_TRY(cpu_rand_index(be, dst->idx, (size_t)B, seed, DQN_STREAM_REPLAY, step, (uint64_t)B,
                        src->size));
-    DQN_TRY(gather_f32(be, src->obs, dst->idx, dst->x, B, src->obs_dim));
-    DQN_TRY(gather_f32(be, src->next_obs, dst->idx, dst->xn, B, src->obs_dim));
-    DQN_TRY(gather_i32(be, src->act, dst->idx, dst->act, B, src->D));
-    DQN_TRY(gather_f32(be, src->R, dst->idx, dst->R, B, 1));
-    return gather_f32(be, src->disc, dst->idx, dst->disc, B, 1);
+    DQN_TRY(cpu_gather_f32(be, src->obs, dst->idx, dst->x, B, src->obs_dim));
+    DQN_TRY(cpu_gather_f32(be, src->next_obs, dst->idx, dst->xn, B, src->obs_dim));
+    DQN_TRY(cpu_gather_i32(be, src->act, dst->idx, dst->act, B, src->D));
+    DQN_TRY(cpu_gather_f32(be, src->R, dst->idx, dst->R, B, 1));
+    return cpu_gather_f32(be, src->disc, dst->idx, dst->disc, B, 1);
 }
 
-static dqn_status rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
-                                     const uint64_t *step) {
+static dqn_status cpu_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
+                                         const uint64_t *step) {
     REQUIRE(d->count >= 0 && d->count <= DQN_MAX_DRAWS, "rand_uniform_multi: count = %d, allowed 0..%d",
             d->count, DQN_MAX_DRAWS);
     for (int k = 0; k < d->count; k++)
-        DQN_TRY(rand_uniform(be, d->out[k], d->n[k], seed, d->stream[k], step, d->stride[k]));
+        DQN_TRY(cpu_rand_uniform(be, d->out[k], d->n[k], seed, d->stream[k], step, d->stride[k]));
     return DQN_OK;
 }
 
@@ -663,84 +667,28 @@ static dqn_status cpu_allreduce_mean(dqn_backend *be, float *x, size_t n) {
     return DQN_OK;
 }
 
+/* The table: cpu_<name> for each entry of backends/ops.def. The entries that share an
+ * implementation are named here; the OPT ones (graph capture, side branches and their queries)
+ * stay NULL, as the CPU runs its ops eagerly, one after another. */
+#define cpu_h2d cpu_copy
+#define cpu_d2h cpu_copy
+#define cpu_d2d cpu_copy
+#define cpu_h2d_async cpu_copy
+#define cpu_d2h_async cpu_copy
+#define cpu_host_alloc cpu_alloc
+#define cpu_host_free cpu_free
+#define cpu_fence_record cpu_fence_noop
+#define cpu_fence_wait cpu_fence_noop
+#define cpu_targets_huber dqn_targets_huber_seq
+#define cpu_trunk_fwd dqn_trunk_fwd_seq
+#define CPU_ENTRY_OP(name) .name = cpu_##name,
+#define CPU_ENTRY_CTL(name) .name = cpu_##name,
+#define CPU_ENTRY_OPT(name)
 static const dqn_ops cpu_ops = {
     .name = "cpu",
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .h2d = cpu_copy,
-    .d2h = cpu_copy,
-    .host_alloc = cpu_alloc,
-    .host_free = cpu_free,
-    .h2d_async = cpu_copy,
-    .d2h_async = cpu_copy,
-    .d2d = cpu_copy,
-    .fill = cpu_fill,
-    .sync = cpu_sync,
-    .destroy = cpu_destroy,
-    .linear_fwd = linear_fwd,
-    .linear_act_fwd = linear_act_fwd,
-    .linear_bwd = linear_bwd,
-    .axpy = axpy,
-    .relu_fwd = relu_fwd,
-    .relu_bwd = relu_bwd,
-    .elu_fwd = elu_fwd,
-    .elu_bwd = elu_bwd,
-    .gate_fwd = gate_fwd,
-    .gate_bwd = gate_bwd,
-    .layernorm_fwd = layernorm_fwd,
-    .layernorm_bwd = layernorm_bwd,
-    .cos_embed = cos_embed,
-    .mul_bcast_fwd = mul_bcast_fwd,
-    .mul_bcast_bwd = mul_bcast_bwd,
-    .concat_bcast_fwd = concat_bcast_fwd,
-    .concat_bcast_bwd = concat_bcast_bwd,
-    .dueling_fwd = dueling_fwd,
-    .dueling_bwd = dueling_bwd,
-    .q_argmax = q_argmax,
-    .iqn_targets = iqn_targets,
-    .quantile_huber = quantile_huber,
-    .l2_norm = l2_norm,
-    .clip_by_norm = clip_by_norm,
-    .adam = adam,
-    .target_update = target_update,
-    .step_incr = step_incr,
-    .health_plan = dqn_cpu_health_plan,
-    .health_plan_free = dqn_cpu_health_plan_free,
-    .health_check = dqn_cpu_health_check,
-    .health_fault = dqn_cpu_health_fault,
-    .fence_create = dqn_cpu_fence_create,
-    .fence_destroy = dqn_cpu_fence_destroy,
-    .fence_record = dqn_cpu_fence_noop,
-    .fence_wait = dqn_cpu_fence_noop,
-    .rand_uniform = rand_uniform,
-    .rand_index = rand_index,
-    .gather_f32 = gather_f32,
-    .gather_i32 = gather_i32,
-    .sample_batch = sample_batch,
-    .rand_uniform_multi = rand_uniform_multi,
-    /* ---- fused ops ---- */
-    .heads_fwd = cpu_heads_fwd,
-    .l2_norm2 = cpu_l2_norm2,
-    .heads_bwd = cpu_heads_bwd,
-    .targets_huber = dqn_targets_huber_seq,
-    .trunk_fwd = dqn_trunk_fwd_seq,
-    .grn_gate_ln_fwd = cpu_grn_gate_ln_fwd,
-    .grn_ln_gate_bwd = cpu_grn_ln_gate_bwd,
-    .iqn_fwd = cpu_iqn_fwd,
-    .iqn_embed_fwd = cpu_iqn_embed_fwd,
-    .iqn_bwd = cpu_iqn_bwd,
-    .adam_target_step = cpu_adam_target_step,
-    .sample_draws = cpu_sample_draws,
-    .linear_ld_fwd = cpu_linear_ld_fwd,
-    .linear_ld_bwd = cpu_linear_ld_bwd,
-    .bcast_add_act = cpu_bcast_add_act,
-    .relu_bwd_tausum = cpu_relu_bwd_tausum,
-    /* graph capture stays NULL: ops run eagerly */
-
-    /* collectives */
-    .comm_init = cpu_comm_init,
-    .comm_world = cpu_comm_world,
-    .allreduce_mean = cpu_allreduce_mean,
+#define DQN_OP(name, ret, kind, params, args, doc) CPU_ENTRY_##kind(name)
+#include "backends/ops.def"
+#undef DQN_OP
 };
 
 dqn_status dqn_backend_cpu_create(dqn_backend **out) {

@@ -1,4 +1,4 @@
-/* The numerical-health ops on the CPU backend (semantics: backends/backend.h, health_check). The
+/* The numerical-health ops on the CPU backend (semantics: backends/ops.def, health_check). The
  * reference the CUDA kernels are checked against; sums of squares and of |x| run in double. */
 #include <math.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@ typedef struct {
     dqn_hadam adam;     /* d.adam points here when the plan runs the optimizer step */
 } cpu_plan;
 
-dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan) {
+dqn_status cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan) {
     (void)be;
     *plan = NULL;
     if (!desc || !desc->blk || !desc->step)
@@ -73,7 +73,7 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
     if (desc->n_deferred) {
         void **list = calloc((size_t)desc->n_deferred, sizeof *list);
         if (!list) {
-            dqn_cpu_health_plan_free(be, p);
+            cpu_health_plan_free(be, p);
             return DQN_ERR(DQN_ERR_NOMEM, "health plan");
         }
         memcpy(list, desc->deferred, (size_t)desc->n_deferred * sizeof *list);
@@ -83,7 +83,7 @@ dqn_status dqn_cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void
     return DQN_OK;
 }
 
-void dqn_cpu_health_plan_free(dqn_backend *be, void *plan) {
+void cpu_health_plan_free(dqn_backend *be, void *plan) {
     (void)be;
     cpu_plan *p = plan;
     if (!p) return;
@@ -266,11 +266,11 @@ static dqn_status run_adam(dqn_backend *be, const dqn_hplan_desc *d, const dqn_h
                                  a->beta2, a->eps, a->wd, a->gnorm, a->max_norm, a->period, a->tau,
                                  a->step, &skip));
     for (int f = 0; f < a->n_faults && a->n; f++)
-        DQN_TRY(dqn_cpu_health_fault(be, a->p, a->n, &st, a->fault_at[f], a->fault_kind[f]));
+        DQN_TRY(cpu_health_fault(be, a->p, a->n, &st, a->fault_at[f], a->fault_kind[f]));
     return DQN_OK;
 }
 
-dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
+dqn_status cpu_health_check(dqn_backend *be, const void *plan) {
     cpu_plan *p = (cpu_plan *)plan;
     if (!p) return DQN_ERR(DQN_ERR_ARG, "health_check: NULL plan");
     const dqn_hplan_desc *d = &p->d;
@@ -292,8 +292,8 @@ dqn_status dqn_cpu_health_check(dqn_backend *be, const void *plan) {
     return DQN_OK;
 }
 
-dqn_status dqn_cpu_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,
-                                uint64_t at, int kind) {
+dqn_status cpu_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,
+                            uint64_t at, int kind) {
     (void)be;
     if (!x || !step || n == 0 || kind < 1 || kind > 3)
         return DQN_ERR(DQN_ERR_ARG, "health_fault: x %p, n %zu, kind %d", (void *)x, n, kind);
@@ -301,16 +301,16 @@ dqn_status dqn_cpu_health_fault(dqn_backend *be, float *x, size_t n, const uint6
     return DQN_OK;
 }
 
-dqn_status dqn_cpu_fence_create(dqn_backend *be, void **fence) {
+dqn_status cpu_fence_create(dqn_backend *be, void **fence) {
     (void)be;
     *fence = NULL;
     return DQN_OK;
 }
-void dqn_cpu_fence_destroy(dqn_backend *be, void *fence) {
+void cpu_fence_destroy(dqn_backend *be, void *fence) {
     (void)be;
     (void)fence;
 }
-dqn_status dqn_cpu_fence_noop(dqn_backend *be, void *fence) {
+dqn_status cpu_fence_noop(dqn_backend *be, void *fence) {
     (void)be;
     (void)fence;
     return DQN_OK;

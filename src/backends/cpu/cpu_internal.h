@@ -20,7 +20,8 @@ static inline float cpu_clip_scale(float norm, float max_norm) {
     return max_norm > 0.0f && isfinite(norm) && norm > max_norm ? max_norm / norm : 1.0f;
 }
 
-/* the fused ops (cpu_fused.c), for the op table */
+/* the fused ops (cpu_fused.c), for the op table (cpu_backend.c: cpu_<name> for each entry of
+ * backends/ops.def) */
 dqn_status cpu_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
                          const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
                          int H, const dqn_branches *br);
@@ -60,6 +61,15 @@ dqn_status cpu_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, 
                              dqn_act act);
 dqn_status cpu_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
                                int T, int N, const void *hplan);
+/* the health ops and the fences (cpu_health.c), for the op table */
+dqn_status cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
+void cpu_health_plan_free(dqn_backend *be, void *plan);
+dqn_status cpu_health_check(dqn_backend *be, const void *plan);
+dqn_status cpu_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,
+                            uint64_t at, int kind);
+dqn_status cpu_fence_create(dqn_backend *be, void **fence);
+void cpu_fence_destroy(dqn_backend *be, void *fence);
+dqn_status cpu_fence_noop(dqn_backend *be, void *fence);
 /* db[N] = column sums of dY [M, N], in row order (linear_bwd's) */
 void cpu_colsum(const float *dY, float *db, int M, int N);
 

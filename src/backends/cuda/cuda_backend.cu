@@ -41,7 +41,7 @@ const char *cuda_hint(cudaError_t e) {
 
 /* ---- memory ---- */
 
-static dqn_status cuda_alloc(dqn_backend *be, void **p, size_t bytes) {
+dqn_status cuda_alloc(dqn_backend *be, void **p, size_t bytes) {
     CUDA_ARG(p, "alloc: p is NULL");
     *p = NULL;
     if (bytes == 0) return DQN_OK;
@@ -56,27 +56,27 @@ static dqn_status cuda_alloc(dqn_backend *be, void **p, size_t bytes) {
     return DQN_OK;
 }
 
-static void cuda_free(dqn_backend *be, void *p) {
+void cuda_free(dqn_backend *be, void *p) {
     (void)be;
     if (p) cudaFree(p);
 }
 
 /* Both host copies wait for the stream: the host buffer may be reused (or read) on return. */
-static dqn_status cuda_h2d(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+dqn_status cuda_h2d(dqn_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return DQN_OK;
     cudaStream_t s = cuda_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
     return cuda_stream_wait(be);
 }
 
-static dqn_status cuda_d2h(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+dqn_status cuda_d2h(dqn_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return DQN_OK;
     cudaStream_t s = cuda_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
     return cuda_stream_wait(be);
 }
 
-static dqn_status cuda_host_alloc(dqn_backend *be, void **p, size_t bytes) {
+dqn_status cuda_host_alloc(dqn_backend *be, void **p, size_t bytes) {
     (void)be;
     CUDA_ARG(p, "host_alloc: p is NULL");
     *p = NULL;
@@ -85,32 +85,32 @@ static dqn_status cuda_host_alloc(dqn_backend *be, void **p, size_t bytes) {
     return DQN_OK;
 }
 
-static void cuda_host_free(dqn_backend *be, void *p) {
+void cuda_host_free(dqn_backend *be, void *p) {
     (void)be;
     if (p) cudaFreeHost(p);
 }
 
-static dqn_status cuda_h2d_async(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+dqn_status cuda_h2d_async(dqn_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return DQN_OK;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_of(be)->stream));
     return DQN_OK;
 }
 
-static dqn_status cuda_d2h_async(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+dqn_status cuda_d2h_async(dqn_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return DQN_OK;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cuda_of(be)->stream));
     return DQN_OK;
 }
 
-static dqn_status cuda_d2d(dqn_backend *be, void *dst, const void *src, size_t bytes) {
+dqn_status cuda_d2d(dqn_backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes == 0) return DQN_OK;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_of(be)->stream));
     return DQN_OK;
 }
 
-static dqn_status cuda_sync(dqn_backend *be) { return cuda_stream_wait(be); }
+dqn_status cuda_sync(dqn_backend *be) { return cuda_stream_wait(be); }
 
-static void cuda_destroy(dqn_backend *be) {
+void cuda_destroy(dqn_backend *be) {
     if (!be) return;
     cuda_impl *c = cuda_of(be);
     if (c) {
@@ -134,93 +134,12 @@ static void cuda_destroy(dqn_backend *be) {
     free(be);
 }
 
+/* every entry of backends/ops.def is cuda_<name> */
 static const dqn_ops cuda_ops = {
     .name = "cuda",
-    .alloc = cuda_alloc,
-    .free = cuda_free,
-    .h2d = cuda_h2d,
-    .d2h = cuda_d2h,
-    .d2d = cuda_d2d,
-    .fill = cuda_fill,
-    .sync = cuda_sync,
-    .destroy = cuda_destroy,
-    .linear_fwd = cuda_linear_fwd,
-    .linear_act_fwd = cuda_linear_act_fwd,
-    .linear_bwd = cuda_linear_bwd,
-    .axpy = cuda_axpy,
-    .relu_fwd = cuda_relu_fwd,
-    .relu_bwd = cuda_relu_bwd,
-    .elu_fwd = cuda_elu_fwd,
-    .elu_bwd = cuda_elu_bwd,
-    .gate_fwd = cuda_gate_fwd,
-    .gate_bwd = cuda_gate_bwd,
-    .layernorm_fwd = cuda_layernorm_fwd,
-    .layernorm_bwd = cuda_layernorm_bwd,
-    .cos_embed = cuda_cos_embed,
-    .mul_bcast_fwd = cuda_mul_bcast_fwd,
-    .mul_bcast_bwd = cuda_mul_bcast_bwd,
-    .concat_bcast_fwd = cuda_concat_bcast_fwd,
-    .concat_bcast_bwd = cuda_concat_bcast_bwd,
-    .dueling_fwd = cuda_dueling_fwd,
-    .dueling_bwd = cuda_dueling_bwd,
-    .q_argmax = cuda_q_argmax,
-    .iqn_targets = cuda_iqn_targets,
-    .quantile_huber = cuda_quantile_huber,
-    .l2_norm = cuda_l2_norm,
-    .clip_by_norm = cuda_clip_by_norm,
-    .adam = cuda_adam,
-    .target_update = cuda_target_update,
-    .step_incr = cuda_step_incr,
-    .health_plan = cuda_health_plan,
-    .health_plan_free = cuda_health_plan_free,
-    .health_check = cuda_health_check,
-    .health_fault = cuda_health_fault,
-    .fence_create = cuda_fence_create,
-    .fence_destroy = cuda_fence_destroy,
-    .fence_record = cuda_fence_record,
-    .fence_wait = cuda_fence_wait,
-    .rand_uniform = cuda_rand_uniform,
-    .rand_index = cuda_rand_index,
-    .gather_f32 = cuda_gather_f32,
-    .gather_i32 = cuda_gather_i32,
-    .sample_batch = cuda_sample_batch,
-    .rand_uniform_multi = cuda_rand_uniform_multi,
-    /* ---- fused ops ---- */
-    .heads_fwd = cuda_heads_fwd,
-    .l2_norm2 = cuda_l2_norm2,
-    .heads_bwd = cuda_heads_bwd,
-    .targets_huber = cuda_targets_huber,
-    .trunk_fwd = cuda_trunk_fwd,
-    .grn_gate_ln_fwd = cuda_grn_gate_ln_fwd,
-    .grn_ln_gate_bwd = cuda_grn_ln_gate_bwd,
-    .iqn_fwd = cuda_iqn_fwd,
-    .iqn_embed_fwd = cuda_iqn_embed_fwd,
-    .iqn_embed_hosts = cuda_iqn_embed_hosts,
-    .iqn_bwd = cuda_iqn_bwd,
-    .adam_target_step = cuda_adam_target_step,
-    .sample_draws = cuda_sample_draws,
-    .linear_ld_fwd = cuda_linear_ld_fwd,
-    .linear_ld_bwd = cuda_linear_ld_bwd,
-    .bcast_add_act = cuda_bcast_add_act,
-    .relu_bwd_tausum = cuda_relu_bwd_tausum,
-    .side_begin = cuda_side_begin,
-    .side_end = cuda_side_end,
-    .side_join = cuda_side_join,
-    .side_dw = cuda_side_dw,
-    .capture_begin = cuda_capture_begin,
-    .capture_end = cuda_capture_end,
-    .graph_compose = cuda_graph_compose,
-    .graph_launch = cuda_graph_launch,
-    .graph_destroy = cuda_graph_destroy,
-    .host_alloc = cuda_host_alloc,
-    .host_free = cuda_host_free,
-    .h2d_async = cuda_h2d_async,
-    .d2h_async = cuda_d2h_async,
-
-    /* collectives */
-    .comm_init = cuda_comm_init,
-    .comm_world = cuda_comm_world,
-    .allreduce_mean = cuda_allreduce_mean,
+#define DQN_OP(name, ret, kind, params, args, doc) .name = cuda_##name,
+#include "backends/ops.def"
+#undef DQN_OP
 };
 
 /* ---- construction ---- */

@@ -363,13 +363,13 @@ __device__ __forceinline__ float polyak_elem(float tau, float src, float dst) {
 dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *x, const float *mean,
                        const float *rstd, float *out0, float *out1);
 
-/* ops, one group per file */
-dqn_status cuda_linear_fwd(dqn_backend *be, const float *X, const float *W, const float *b, float *Y,
-                           int M, int K, int N);
-dqn_status cuda_linear_act_fwd(dqn_backend *be, const float *X, const float *W, const float *b,
-                               float *Y, int M, int K, int N, dqn_act act);
-dqn_status cuda_linear_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
-                           float *dX, float *dW, float *db, int M, int K, int N);
+/* Every op of the table (backends/ops.def) as cuda_<name>, defined in the file of its concern
+ * (cuda_backend.cu: the memory and host-staging entries) */
+#define DQN_OP(name, ret, kind, params, args, doc) ret cuda_##name params;
+#include "backends/ops.def"
+#undef DQN_OP
+
+/* the GEMMs' plan cache, released with the backend (cuda_gemm.cu) */
 void cuda_gemm_release(cuda_impl *c);
 /* the own GEMM kernels (cuda_sgemm.cu): forward with bias and activation; dX (+)= dY W; dW and
  * db from dY and X */
@@ -383,148 +383,16 @@ dqn_status cuda_sgemm_dw(cuda_impl *c, const float *X, const float *dY, float *d
 dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, float *Y, int ldy,
                          int M, int K, int N);
 
-dqn_status cuda_fill(dqn_backend *be, float *x, float v, size_t n);
-dqn_status cuda_axpy(dqn_backend *be, float a, const float *x, float *y, size_t n);
-dqn_status cuda_relu_fwd(dqn_backend *be, const float *x, float *y, size_t n);
-dqn_status cuda_relu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n);
-dqn_status cuda_elu_fwd(dqn_backend *be, const float *x, float *y, size_t n);
-dqn_status cuda_elu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n);
-dqn_status cuda_gate_fwd(dqn_backend *be, const float *h, const float *g, float *r, int M, int d);
-dqn_status cuda_gate_bwd(dqn_backend *be, const float *g, const float *dr, float *dh, float *dg,
-                         int M, int d);
-
-dqn_status cuda_layernorm_fwd(dqn_backend *be, const float *x, const float *gamma,
-                              const float *beta, float *y, float *mean, float *rstd, int M, int d);
-dqn_status cuda_layernorm_bwd(dqn_backend *be, const float *x, const float *gamma,
-                              const float *mean, const float *rstd, const float *dy, float *dx,
-                              float *dgamma, float *dbeta, int M, int d);
-
-dqn_status cuda_cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos);
-dqn_status cuda_mul_bcast_fwd(dqn_backend *be, const float *h, const float *phi, float *z, int B,
-                              int T, int d);
-dqn_status cuda_mul_bcast_bwd(dqn_backend *be, const float *h, const float *phi, const float *dz,
-                              float *dh, float *dphi, int B, int T, int d);
-dqn_status cuda_concat_bcast_fwd(dqn_backend *be, const float *z, const float *h, float *out, int B,
-                                 int T, int d);
-dqn_status cuda_concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, float *dh, int B,
-                                 int T, int d);
-
-dqn_status cuda_dueling_fwd(dqn_backend *be, const float *V, const float *Adv, float *Z, int R,
-                            const dqn_branches *br);
-dqn_status cuda_dueling_bwd(dqn_backend *be, const float *dZ, float *dV, float *dAdv, int R,
-                            const dqn_branches *br);
-dqn_status cuda_q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act, int B, int K,
-                         const dqn_branches *br);
-dqn_status cuda_iqn_targets(dqn_backend *be, const float *Zt, const int32_t *astar, const float *R,
-                            const float *discount, float *y, int B, int Nt, const dqn_branches *br,
-                            dqn_target_mode mode);
-
-dqn_status cuda_targets_huber(dqn_backend *be, const dqn_target_io *t, const float *Z,
-                              const float *tau, const int32_t *act, const float *w,
-                              float *loss_out, float *dZ, float *per_sample, int B, int N, int Nt,
-                              const dqn_branches *br, dqn_target_mode mode, float kappa);
-dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
-                               const int32_t *act, const float *y, const float *w, float *loss_out,
-                               float *dZ, float *per_sample, int B, int N, int Nt,
-                               const dqn_branches *br, dqn_target_mode mode, float kappa);
-
-dqn_status cuda_l2_norm(dqn_backend *be, const float *x, size_t n, float *out);
-dqn_status cuda_clip_by_norm(dqn_backend *be, float *x, size_t n, const float *norm,
-                             float max_norm);
-dqn_status cuda_adam(dqn_backend *be, float *p, const float *g, float *m, float *v, size_t n,
-                     float lr, float beta1, float beta2, float eps, float wd, const float *gnorm,
-                     float max_norm, const uint64_t *step, const int32_t *skip);
-dqn_status cuda_target_update(dqn_backend *be, float *dst, const float *src, size_t n, int period,
-                              float tau, const uint64_t *step);
-dqn_status cuda_step_incr(dqn_backend *be, uint64_t *step);
-
-dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
-void cuda_health_plan_free(dqn_backend *be, void *plan);
-dqn_status cuda_health_check(dqn_backend *be, const void *plan);
-dqn_status cuda_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t *step,
-                             uint64_t at, int kind);
-dqn_status cuda_fence_create(dqn_backend *be, void **fence);
-void cuda_fence_destroy(dqn_backend *be, void *fence);
-dqn_status cuda_fence_record(dqn_backend *be, void *fence);
-dqn_status cuda_fence_wait(dqn_backend *be, void *fence);
-
-dqn_status cuda_rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t seed, uint32_t stream,
-                             const uint64_t *step, uint64_t stride);
-dqn_status cuda_rand_index(dqn_backend *be, int32_t *idx, size_t n, uint64_t seed, uint32_t stream,
-                           const uint64_t *step, uint64_t stride, const uint32_t *size);
-dqn_status cuda_gather_f32(dqn_backend *be, const float *src, const int32_t *idx, float *dst, int n,
-                           int row_len);
-dqn_status cuda_gather_i32(dqn_backend *be, const int32_t *src, const int32_t *idx, int32_t *dst,
-                           int n, int row_len);
-
-dqn_status cuda_sample_batch(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
-                             int B, uint64_t seed, const uint64_t *step);
-dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
-                                   const uint64_t *step);
-
-/* fused ops: each stands for a sequence of the ops above (backend.h) */
-dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
-                          const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
-                          int H, const dqn_branches *br);
-dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float *x1, size_t n1,
-                         float *norms, const void *hplan);
-dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
-                          const float *dV, const float *dAdv, const float *norms, float max_norm,
-                          float *dhva, float *dbva, float *dWv2, float *dbv2, float *dWa2,
-                          float *dba2, int R, int H, int A);
-dqn_status cuda_trunk_fwd(dqn_backend *be, const dqn_trunk_io *t);
 /* the lane the ops issue on from now (cuda_graph.cu): 0 main, 1 the side branch */
 void cuda_lane_use(cuda_impl *c, int k);
-dqn_status cuda_side_begin(dqn_backend *be);
-dqn_status cuda_side_end(dqn_backend *be);
-dqn_status cuda_side_join(dqn_backend *be);
-int cuda_side_dw(dqn_backend *be, int M, int K, int N);
+/* whether an op may finish its leaf outputs on the idle side lane (cuda_graph.cu) */
 int cuda_side_leaf(const cuda_impl *c);
-dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
-                                const float *gamma, const float *beta, float *r, float *y,
-                                float *mean, float *rstd, int M, int d);
-dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *gamma,
-                                const float *mean, const float *rstd, const float *g,
-                                const float *dy, float *dres, float *dg, float *dgamma,
-                                float *dbeta, int M, int d, const void *hplan);
-dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float *z, float *cat,
-                        int B, int T, int d);
-dqn_status cuda_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, const float *b,
-                              const float *h, float *C, float *phi, float *z, float *cat, int B,
-                              int T, int n_cos, int d, int keep, const void *hplan);
-int cuda_iqn_embed_hosts(dqn_backend *be, int B, int T, int n_cos, int d);
+/* the one-kernel IQN embedding's shared memory above the 48 KiB default, asked for once at
+ * start-up, outside any capture (cuda_iqn.cu) */
 dqn_status cuda_iqn_embed_init(void);
-dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
-                        float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d,
-                        const void *hplan);
-dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, float *m, float *v,
-                                 float *target, size_t n, float lr, float beta1, float beta2,
-                                 float eps, float wd, const float *gnorm, float max_norm,
-                                 int period, float tau, uint64_t *step, const int32_t *skip);
-dqn_status cuda_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
-                             int B, const dqn_draws *d, uint64_t seed, const uint64_t *step);
-dqn_status cuda_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, int ldw,
-                              const float *b, float *Y, int M, int K, int N, dqn_act act);
-dqn_status cuda_linear_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
-                              const float *dY, float *dX, int acc_dx, float *dW, float *db, int M,
-                              int K, int N);
-dqn_status cuda_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, int T, int N,
-                              dqn_act act);
-dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
-                                int T, int N, const void *hplan);
 
-dqn_status cuda_capture_begin(dqn_backend *be);
-dqn_status cuda_capture_end(dqn_backend *be, void **graph);
-dqn_status cuda_graph_compose(dqn_backend *be, void *const *children, int n, void **exec);
-dqn_status cuda_graph_launch(dqn_backend *be, void *exec);
-void cuda_graph_destroy(dqn_backend *be, void *graph_or_exec, int is_exec);
-
-/* collectives (cuda_nccl.cu) */
-dqn_status cuda_comm_init(dqn_backend *be, const dqn_rank_info *r);
-int cuda_comm_world(const dqn_backend *be);
-dqn_status cuda_allreduce_mean(dqn_backend *be, float *x, size_t n);
 /* The host's wait for the stream: a plain synchronize without a communicator; with one, a poll
- * that fails (and aborts the communicator) on a peer's error or after the timeout. */
+ * that fails (and aborts the communicator) on a peer's error or after the timeout (cuda_nccl.cu). */
 dqn_status cuda_stream_wait(dqn_backend *be);
 /* Before the backend goes: wait for the stream, then destroy (or, if stuck, abort) the communicator. */
 void cuda_comm_release(dqn_backend *be);

@@ -413,7 +413,7 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
         chunk *= 2;
         P = (R + chunk - 1) / chunk;
     }
-    /* the parts' sum writes only leaves (backend.h): off the input gradient's chain on an idle
+    /* the parts' sum writes only leaves (ops.def): off the input gradient's chain on an idle
      * side lane, the parts then in that lane's scratch */
     const int leaf = cuda_side_leaf(c);
     float *part = leaf ? c->lane[1].scratch : c->scratch;

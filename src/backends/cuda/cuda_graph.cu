@@ -131,7 +131,7 @@ dqn_status cuda_side_join(dqn_backend *be) {
     return DQN_OK;
 }
 
-/* An op's last kernel whose outputs are leaves (backend.h says which) may go to the side lane: in
+/* An op's last kernel whose outputs are leaves (ops.def says which) may go to the side lane: in
  * a capture, where the branch's ops end at the stage's join, and when nothing issued there is
  * pending, so that the main lane may write the side's scratch for it. */
 int cuda_side_leaf(const cuda_impl *c) {

@@ -1,4 +1,4 @@
-/* The numerical-health ops on the GPU (semantics: backends/backend.h, health_check; reference:
+/* The numerical-health ops on the GPU (semantics: backends/ops.def, health_check; reference:
  * cpu/cpu_health.c). A plan is one kernel launch: its blocks split the checks' and the copies'
  * elements among them (a fixed assignment made when the plan is built) and each block writes its
  * partial statistics; the last block of all (one integer counter, no float atomics) loads every
