@@ -264,6 +264,16 @@ static void test_load_env(void) {
             CHECK(memcmp(ga, gback, sizeof ga) == 0, "host-driven save/load: predict differs");
             dqn_trainer_destroy(back);
         }
+        /* a host-driven checkpoint loads host-driven again (Python's save, then load) */
+        back = NULL;
+        CHECK_OK(dqn_trainer_load_env(hpath, "", NULL, &back));
+        if (back) {
+            CHECK_OK(dqn_trainer_predict(back, obs, 8, gback));
+            CHECK(memcmp(ga, gback, sizeof ga) == 0, "host-driven load_env: predict differs");
+            CHECK(strcmp(dqn_trainer_config(back)->env_id, "cartpole") == 0, "env_id %s kept",
+                  dqn_trainer_config(back)->env_id);
+            dqn_trainer_destroy(back);
+        }
         /* another number of envs: acts and observes for 3 */
         CHECK_OK(dqn_trainer_set_num_envs(h, 3));
         CHECK(dqn_trainer_config(h)->num_envs == 3, "num_envs %d", dqn_trainer_config(h)->num_envs);

@@ -61,8 +61,10 @@ const char *dqn_env_names(void);                      /* "cartpole|acrobot|mount
 dqn_env dqn_env_of(const dqn_env_type *type);
 /* The instance c->env names, made from the config (a fixed type ignores it). */
 dqn_status dqn_env_open(const dqn_config *c, dqn_env *out);
-/* The env's sizes against the API's limits; errors name the env. */
+/* An env the vector can run: its calls, and its sizes against the API's limits (the shape
+ * alone: an external env's); errors name the env. */
 dqn_status dqn_env_check(const dqn_env *env);
+dqn_status dqn_env_check_shape(const dqn_env *env);
 void dqn_env_close(dqn_env *env);
 
 typedef struct {

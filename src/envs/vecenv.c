@@ -42,6 +42,11 @@ dqn_status dqn_env_builtin(const char *name, dqn_env_api *out) {
 dqn_status dqn_env_check(const dqn_env *e) {
     const char *name = e->name ? e->name : "(unnamed env)";
     if (!e->reset || !e->step) return DQN_ERR(DQN_ERR_ARG, "env %s: reset and step are required", name);
+    return dqn_env_check_shape(e);
+}
+
+dqn_status dqn_env_check_shape(const dqn_env *e) {
+    const char *name = e->name ? e->name : "(unnamed env)";
     if (e->obs_dim < 1) return DQN_ERR(DQN_ERR_ARG, "env %s: obs_dim %d, need >= 1", name, e->obs_dim);
     if (e->n_branches < 1 || e->n_branches > DQN_MAX_BRANCHES)
         return DQN_ERR(DQN_ERR_ARG, "env %s: %d branches, need 1..%d", name, e->n_branches,

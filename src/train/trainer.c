@@ -106,7 +106,7 @@ dqn_status dqn_trainer_create_with(const dqn_config *c, const dqn_rank_info *r,
 
 dqn_status dqn_config_for_env(const dqn_config *c, const dqn_env *env, dqn_config *out) {
     *out = *c;
-    DQN_TRY(dqn_env_check(env));
+    DQN_TRY(dqn_env_check_shape(env));
     char sizes[DQN_CFG_STR] = "", num[16];
     for (int b = 0; b < env->n_branches; b++) {
         snprintf(num, sizeof num, b ? ",%d" : "%d", env->branch_sizes[b]);
@@ -128,7 +128,8 @@ dqn_status dqn_trainer_create_env(const dqn_config *c, const dqn_env_api *env, d
     dqn_config ec;
     dqn_status s = c->ranks > 1 ? dqn_error_user(DQN_ERR_ARG, "ranks = %d: a user env trains in "
                                                  "one process", c->ranks)
-                                : dqn_config_for_env(c, &e, &ec);
+                                : dqn_env_check(&e);
+    if (s == DQN_OK) s = dqn_config_for_env(c, &e, &ec);
     if (s != DQN_OK) {
         dqn_env_close(&e);
         return s;
