@@ -1,6 +1,6 @@
 /* The numerical-health subsystem's tables (SPEC 4): the slots of an update in execution order,
  * the ISV entries, and fault specifications. What a slot checks and when is wired in
- * src/model/model_health.c; the checks themselves are backend ops (backend.h, health_check). */
+ * src/model/model_health.c; the checks themselves are backend ops (ops.def's health_check). */
 #ifndef DQN_HEALTH_H
 #define DQN_HEALTH_H
 #include <stddef.h>

@@ -96,7 +96,7 @@ typedef struct {
 #define DQN_HADAM_MAX_FAULTS 8
 
 /* The optimizer step a plan can run first (adam_target_step's arithmetic and arguments, see
- * backends/backend.h), so that the parameters' check, the bookkeeping and the commit need no node
+ * backends/ops.def), so that the parameters' check, the bookkeeping and the commit need no node
  * of their own: before the step, the state it changes is saved to bk_* (the backup for
  * `dqn health --replay` and the rollback); the step is skipped, in guard mode, when the gradient
  * norm is non-finite or above its bound max(guard_scale * isv[skip_isv], guard_floor) (a

@@ -206,7 +206,7 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
  * extra node */
 #define PHI_BIAS_IN_IQN_ELEMS ((size_t)1 << 22)
 
-/* The side branch's ops (backend.h), no-ops on a backend without one (its ops run in order). */
+/* The side branch's ops (backends/ops.def), no-ops on a backend without one (it runs in order). */
 static dqn_status side_begin(dqn_backend *be) {
     return OPS->side_begin ? OPS->side_begin(be) : DQN_OK;
 }
