@@ -1,6 +1,8 @@
 #include "core/ckpt_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,29 +86,131 @@ dqn_status dqn_ckpt_writer_add(dqn_ckpt_writer *w, const char *name, const void 
     return DQN_OK;
 }
 
-/* fwrite that also folds the bytes into the running CRC */
-static int put(FILE *f, uint32_t *crc, const void *p, size_t n) {
-    *crc = dqn_crc32_update(*crc, p, n);
-    return n == 0 || fwrite(p, 1, n, f) == n;
+/* ---- the test-only crash hook ----
+ * The writer's steps: open (of path.tmp), each write, fsync, close, rename, then open, fsync and
+ * close of the directory. Two environment variables, read by tests only (tests/test_crash.sh):
+ *   DQN_CKPT_FAULT=k   raise SIGKILL right after the k-th step, counted from 1 across every
+ *                      dqn_ckpt_writer_write of the process; just before, write
+ *                      "DQN_CKPT_FAULT k: STEP PATH" to stderr, so the test knows which step it was
+ *   DQN_CKPT_TRACE=F   append a line "k STEP PATH" to the file F after each step
+ * Unset (the normal case) they cost one getenv each per checkpoint and nothing else. */
+typedef struct {
+    long long at;      /* DQN_CKPT_FAULT, else 0 */
+    const char *trace; /* DQN_CKPT_TRACE, else NULL */
+} fault_hook;
+
+static _Atomic long long fault_steps;
+
+static void fault_point(const fault_hook *h, const char *step, const char *path) {
+    if (h->at <= 0 && !h->trace) return;
+    long long k = ++fault_steps;
+    char line[600];
+    int n, saved = errno;
+    if (h->trace) {
+        n = snprintf(line, sizeof line, "%lld %s %s\n", k, step, path);
+        int fd = open(h->trace, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+        if (fd >= 0 && n > 0) {
+            ssize_t ignored = write(fd, line, strnlen(line, sizeof line));
+            (void)ignored;
+        }
+        if (fd >= 0) close(fd);
+        errno = saved;
+    }
+    if (k != h->at) return;
+    n = snprintf(line, sizeof line, "DQN_CKPT_FAULT %lld: %s %s\n", k, step, path);
+    if (n > 0) {
+        ssize_t ignored = write(STDERR_FILENO, line, strnlen(line, sizeof line));
+        (void)ignored;
+    }
+    raise(SIGKILL);
 }
 
-static int write_all(const dqn_ckpt_writer *w, FILE *f) {
-    uint32_t crc = 0;
+static fault_hook fault_hook_read(void) {
+    fault_hook h = {0, NULL};
+    const char *v = getenv("DQN_CKPT_FAULT");
+    if (v && *v) {
+        char *end;
+        long long k = strtoll(v, &end, 10);
+        if (*end == 0 && k > 0) h.at = k;
+    }
+    v = getenv("DQN_CKPT_TRACE");
+    if (v && *v) h.trace = v;
+    return h;
+}
+
+/* write(2) all n bytes (retrying short writes and EINTR); 0 with errno set on failure */
+static int write_full(int fd, const void *p, size_t n) {
+    const unsigned char *b = p;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EIO;
+            return 0;
+        }
+        b += w;
+        n -= (size_t)w;
+    }
+    return 1;
+}
+
+typedef struct {
+    int fd;
+    uint32_t crc;
+    const fault_hook *hook;
+    const char *tmp;
+} out_file;
+
+/* one write of the file, folding the bytes into the running CRC */
+static int put(out_file *o, const void *p, size_t n, int crc) {
+    if (crc) o->crc = dqn_crc32_update(o->crc, p, n);
+    if (n == 0) return 1;
+    int ok = write_full(o->fd, p, n);
+    fault_point(o->hook, "write", o->tmp);
+    return ok;
+}
+
+static int write_all(const dqn_ckpt_writer *w, out_file *o) {
     unsigned char head[HEADER_BYTES];
     memcpy(head, magic, sizeof magic);
     put_le32(head + 8, DQN_CKPT_VERSION);
     put_le32(head + 12, w->n);
-    if (!put(f, &crc, head, sizeof head)) return 0;
+    if (!put(o, head, sizeof head, 1)) return 0;
     for (uint32_t i = 0; i < w->n; i++) {
         unsigned char sh[SECTION_HEADER_BYTES];
         memcpy(sh, w->sec[i].name, DQN_CKPT_NAME_MAX);
         put_le64(sh + DQN_CKPT_NAME_MAX, w->sec[i].size);
-        if (!put(f, &crc, sh, sizeof sh)) return 0;
-        if (!put(f, &crc, w->sec[i].data, (size_t)w->sec[i].size)) return 0;
+        if (!put(o, sh, sizeof sh, 1)) return 0;
+        if (!put(o, w->sec[i].data, (size_t)w->sec[i].size, 1)) return 0;
     }
     unsigned char tail[CRC_BYTES];
-    put_le32(tail, crc);
-    return fwrite(tail, 1, sizeof tail, f) == sizeof tail;
+    put_le32(tail, o->crc);
+    return put(o, tail, sizeof tail, 0);
+}
+
+/* fsync the directory that holds path, so that the rename itself survives a power loss. A file
+ * system that cannot sync a directory (EINVAL) is taken as having nothing to sync. */
+static int sync_dir(const char *path, const fault_hook *hook) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) return 0;
+    int fd = open(dir, O_RDONLY | O_CLOEXEC);
+    int e = errno;
+    fault_point(hook, "open-dir", dir);
+    int ok = fd >= 0;
+    if (ok && fsync(fd) != 0 && errno != EINVAL) {
+        ok = 0;
+        e = errno;
+    }
+    if (fd >= 0) fault_point(hook, "fsync-dir", dir);
+    if (fd >= 0 && close(fd) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    if (fd >= 0) fault_point(hook, "close-dir", dir);
+    free(dir);
+    errno = e;
+    return ok;
 }
 
 dqn_status dqn_ckpt_writer_write(const dqn_ckpt_writer *w, const char *path) {
@@ -115,24 +219,38 @@ dqn_status dqn_ckpt_writer_write(const dqn_ckpt_writer *w, const char *path) {
     if (!tmp) return DQN_ERR(DQN_ERR_NOMEM, "checkpoint path");
     memcpy(tmp, path, len);
     memcpy(tmp + len, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int e = errno;
+    fault_hook hook = fault_hook_read();
+    out_file o = {.fd = -1, .crc = 0, .hook = &hook, .tmp = tmp};
+    o.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    int e = errno;
+    if (o.fd < 0) {
         free(tmp);
         return dqn_error_user(DQN_ERR_IO, "%s: cannot write checkpoint: %s", path, strerror(e));
     }
-    int ok = write_all(w, f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int e = errno;
-    if (fclose(f) != 0 && ok) {
+    fault_point(&hook, "open", tmp);
+    /* the data reach the disk before the rename makes them the checkpoint */
+    int ok = write_all(w, &o);
+    if (ok) {
+        ok = fsync(o.fd) == 0;
+        fault_point(&hook, "fsync", tmp);
+    }
+    e = errno;
+    if (close(o.fd) != 0 && ok) {
         ok = 0;
         e = errno;
     }
-    if (ok && rename(tmp, path) != 0) {
-        ok = 0;
+    fault_point(&hook, "close", tmp);
+    if (ok) {
+        ok = rename(tmp, path) == 0;
         e = errno;
+        fault_point(&hook, "rename", path);
     }
     if (!ok) remove(tmp);
     free(tmp);
+    /* after the rename the new file is the checkpoint; the directory's sync makes that durable */
+    if (ok && !sync_dir(path, &hook))
+        return dqn_error_user(DQN_ERR_IO, "%s: checkpoint written, but its directory could not be "
+                              "synced: %s", path, strerror(errno));
     return ok ? DQN_OK
               : dqn_error_user(DQN_ERR_IO, "%s: cannot write checkpoint: %s", path, strerror(e));
 }

@@ -26,8 +26,11 @@ void dqn_ckpt_writer_destroy(dqn_ckpt_writer *w);
  * 1..31 characters and unique. */
 dqn_status dqn_ckpt_writer_add(dqn_ckpt_writer *w, const char *name, const void *data,
                                uint64_t size);
-/* Stream every section to path.tmp, fflush + fsync, then rename over path. On failure path.tmp
- * is removed, path is left as it was, and DQN_ERR_IO names the file and the reason. */
+/* Write every section to path.tmp, fsync and close it, rename it over path, then fsync the
+ * directory, so that after a crash or power loss path holds the old file or the new one, whole.
+ * On failure path.tmp is removed, path is left as it was, and DQN_ERR_IO names the file and the
+ * reason. Test-only: the environment variable DQN_CKPT_FAULT=k kills the process (SIGKILL)
+ * right after the k-th of these steps (ckpt_file.c lists them; tests/test_crash.sh). */
 dqn_status dqn_ckpt_writer_write(const dqn_ckpt_writer *w, const char *path);
 
 /* Read and verify a whole file: magic, version, structure, CRC (DQN_ERR_FORMAT naming the file
