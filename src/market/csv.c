@@ -102,7 +102,8 @@ static dqn_status parse_header(loader *L, char *line, const dqn_config *c, dqn_m
         !dqn_config_parse_names(c->feature_columns, feat, DQN_CFG_MAX_NAMES, &nf))
         return dqn_error_user(DQN_ERR_ARG, "bad price_columns or feature_columns (see "
                               "dqn train --help)");
-    L->col = calloc((size_t)n, sizeof *L->col);
+    /* a slot per table column: the named prices and features may outnumber the header's */
+    L->col = calloc((size_t)n + (size_t)np + (size_t)nf, sizeof *L->col);
     if (!L->col) return DQN_ERR(DQN_ERR_NOMEM, "%s: header", L->path);
     for (int j = 0; j < nf; j++)
         if ((L->col[np + j] = find_col(L, feat[j])) < 0)

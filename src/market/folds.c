@@ -1,4 +1,5 @@
 /* Walk-forward folds: contiguous blocks of rows, each test block after its training window. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -30,8 +31,13 @@ dqn_status dqn_market_fold_check(const dqn_config *c, const dqn_market_data *d, 
     if (k < 0 || k >= c->folds)
         return dqn_error_user(DQN_ERR_ARG, "fold %d of %d folds", k, c->folds);
     dqn_fold f[100];
-    DQN_TRY(dqn_market_folds(d->rows, c->folds, c->train_blocks,
-                             strcmp(c->fold_mode, "expanding") == 0, f));
+    dqn_status s = dqn_market_folds(d->rows, c->folds, c->train_blocks,
+                                    strcmp(c->fold_mode, "expanding") == 0, f);
+    if (s != DQN_OK) { /* name the data whose rows do not suffice */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", dqn_last_error());
+        return dqn_error_user(s, "%s: %s", d->source, msg);
+    }
     *out = f[k];
     int decisions = dqn_market_train_end(&f[k]) - dqn_market_train_first(&f[k], c->window);
     if (decisions < c->episode_len) {
