@@ -296,8 +296,12 @@ static int resume(const cli_flags *f) {
         if (!cli_flag_is(&f->v[i], "resume") &&
             (s = dqn_config_set(&c, f->v[i].key, f->v[i].value)) != DQN_OK)
             rc = cli_fail_status(s);
-    char from[300];
-    snprintf(from, sizeof from, "%s", ck->value);
+    /* the checkpoint's directory, whole (a truncated path named another directory); the
+     * checkpoint loaded, so its path fits PATH_MAX */
+    char from[4096];
+    int len = snprintf(from, sizeof from, "%s", ck->value);
+    if (!rc && len >= (int)sizeof from)
+        rc = cli_error(CLI_USAGE, "%.80s...: the checkpoint's path is too long", ck->value);
     char *slash = strrchr(from, '/');
     if (!slash) snprintf(from, sizeof from, ".");
     else if (slash == from) from[1] = 0;
