@@ -147,3 +147,82 @@ clean:
 	rm -rf $(BUILD) $(BUILD)-san
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- reliability (docs/reliability.md): crash-safety trials, fuzzing, ThreadSanitizer
+# The fuzz harnesses' replay over their corpora (a C test of every build): the harnesses are
+# included sources, and the health report's harness links the CLI's objects but main.o.
+FUZZ_HARNESSES := $(wildcard tests/fuzz/*.c tests/fuzz/*.h)
+FUZZ_CLI_OBJS := $(filter-out $(BUILD)/obj/cli/main.o,$(CLI_OBJS))
+$(BUILD)/tests/test_crash_fuzz_corpus: tests/test_crash_fuzz_corpus.c $(FUZZ_HARNESSES) \
+		$(FUZZ_CLI_OBJS) $(BUILD)/libdqn.a $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -DDQN_SRC_DIR_DEFAULT='"$(CURDIR)"' -o $@ $< $(FUZZ_CLI_OBJS) \
+	    $(BUILD)/libdqn.a $(LDSAN) $(LDLIBS)
+
+.PHONY: test-crash fuzz fuzz-build test-tsan
+# Every step of every checkpoint write killed, and 60 random SIGKILLs, each resumed and compared
+# bit for bit with the uninterrupted run (tests/test_crash.sh; make test runs 20 trials)
+test-crash: $(BUILD)/dqn
+	DQN_CLI=$(CURDIR)/$(BUILD)/dqn DQN_CRASH_FULL=1 bash tests/test_crash.sh
+
+# libFuzzer (clang): `make fuzz FUZZ_SECONDS=N` runs each target of tests/fuzz/ for N seconds,
+# niced, one at a time; new corpus entries go to build-fuzz/corpus/<target>/, crashes to
+# build-fuzz/crashes/<target>/ (fix, then keep the input in tests/fuzz/<target>/crashes/).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= config csv ckpt health_event health_report
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+fuzz-build:
+	@CFLAGS="-O1 -Wno-pass-failed -fsanitize=fuzzer-no-link $(FUZZ_FLAGS)" $(MAKE) --no-print-directory \
+	    BUILD=build-fuzz CC=$(FUZZ_CC) CUDA=0 BLAS=builtin LDSAN="$(FUZZ_FLAGS)" \
+	    build-fuzz/libdqn.a $(FUZZ_CLI_OBJS:$(BUILD)/%=build-fuzz/%)
+	@mkdir -p build-fuzz/fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  objs=; [ $$t = health_report ] && objs="$(FUZZ_CLI_OBJS:$(BUILD)/%=build-fuzz/%)"; \
+	  echo "fuzz: build-fuzz/fuzz/fuzz_$$t"; \
+	  $(FUZZ_CC) -std=c11 -O1 -g -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -Itests \
+	    -fsanitize=fuzzer $(FUZZ_FLAGS) -o build-fuzz/fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c \
+	    $$objs build-fuzz/libdqn.a -lm -lpthread || exit 1; \
+	done
+
+fuzz: fuzz-build
+	@failed=; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t build-fuzz/crashes/$$t build-fuzz/logs; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s (log: build-fuzz/logs/$$t.log)"; \
+	  nice -n 10 build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	    -timeout=20 -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/$$t/ \
+	    build-fuzz/corpus/$$t tests/fuzz/$$t >build-fuzz/logs/$$t.log 2>&1 || failed="$$failed $$t"; \
+	  grep -E '^(#[0-9]+.*DONE|stat::|==[0-9]+==ERROR|SUMMARY)' build-fuzz/logs/$$t.log | tail -n 8; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: crashes in:$$failed (see build-fuzz/crashes/)"; exit 1; fi
+
+# ThreadSanitizer over the threaded paths: the data-parallel ranks as threads with the in-process
+# all-reduce (test_data_parallel), built with the built-in GEMM (an uninstrumented OpenBLAS
+# would hide its threads from TSan). TSAN_TESTS=all runs every C test but the learning and GPU
+# ones (as the ASan/UBSan run does), TSAN_TESTS="test_a test_b" those. Any report fails it but
+# the two known ones in the test harness (docs/reliability.md: every rank stores c->n_params in
+# dp_capture_body; dp_cpu_allreduce scans the ranks' backend slots while other ranks fill
+# theirs), counted apart until those lines are fixed.
+TSAN_TESTS ?= test_data_parallel
+TSAN_ALL := $(notdir $(filter-out $(BUILD)/tests/test_learn% $(BUILD)/tests/test_gpu%,$(TESTS)))
+TSAN_RUN = $(if $(filter all,$(TSAN_TESTS)),$(TSAN_ALL),$(TSAN_TESTS))
+TSAN_KNOWN := dp_check\.h:[0-9]+ in dp_capture_body$$|dp_harness\.h:[0-9]+ in dp_cpu_allreduce$$
+test-tsan:
+	@CFLAGS="-O1 -fsanitize=thread" $(MAKE) --no-print-directory BUILD=build-tsan CUDA=0 \
+	    BLAS=builtin LDSAN=-fsanitize=thread build-tsan/libdqn.a build-tsan/dqn \
+	    $(TSAN_RUN:%=build-tsan/tests/%)
+	@fail=0; known=0; unknown=0; \
+	for t in $(TSAN_RUN:%=build-tsan/tests/%); do \
+	  [ -x $$t ] || continue; log=build-tsan/$$(basename $$t).log; \
+	  TSAN_OPTIONS="halt_on_error=0 exitcode=66 second_deadlock_stack=1" DQN_PYTHON=$(CURDIR)/.venv/bin/python \
+	    DQN_BUILD=$(CURDIR)/build-tsan DQN_CLI=$(CURDIR)/build-tsan/dqn $$t >$$log 2>&1; rc=$$?; \
+	  n=$$(grep -c '^SUMMARY: ThreadSanitizer' $$log); \
+	  k=$$(grep '^SUMMARY: ThreadSanitizer: data race' $$log | grep -cE '$(TSAN_KNOWN)'); \
+	  known=$$((known + k)); unknown=$$((unknown + n - k)); \
+	  if [ $$rc -eq 0 ] || [ $$rc -eq 77 ] || { [ $$rc -eq 66 ] && [ $$n -eq $$k ]; }; then \
+	    echo "PASS  tsan:$$(basename $$t) (rc $$rc, $$n reports, $$k known)"; \
+	  else echo "FAIL  tsan:$$(basename $$t) (rc $$rc, $$n reports, $$k known)"; \
+	    grep -A24 'WARNING: ThreadSanitizer' $$log | head -n 80; fail=1; fi; \
+	done; \
+	echo "tsan: $$unknown reports, $$known known in the test harness (tests/dp_check.h, tests/dp_harness.h)"; \
+	[ $$fail -eq 0 ] && [ $$unknown -eq 0 ]
