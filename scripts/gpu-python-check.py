@@ -8,25 +8,9 @@ import sys
 import tempfile
 import time
 
-import gymnasium as gym
 import numpy as np
 
 import dqn
-
-
-def greedy(model, episodes, seed0):
-    env = gym.make("CartPole-v1")
-    out = []
-    for k in range(episodes):
-        obs, _ = env.reset(seed=seed0 + k)
-        total, done = 0.0, False
-        while not done:
-            a, _ = model.predict(obs, deterministic=True)
-            obs, r, term, trunc, _ = env.step(a)
-            total += float(r)
-            done = term or trunc
-        out.append(total)
-    return float(np.mean(out))
 
 
 def main():
@@ -39,7 +23,8 @@ def main():
         t0 = time.perf_counter()
         model.learn(total_timesteps=100_000)
         wall = time.perf_counter() - t0
-        mean = greedy(model, 20, 10_000 + 100 * seed)
+        mean, _ = dqn.evaluate_policy(model, "CartPole-v1", n_eval_episodes=20,
+                                      seed=10_000 + 100 * seed)
         ok = mean >= 475 and model.device == "cuda"
         bad += not ok
         rows.append(f"python cuda cartpole seed {seed}: {wall:.1f} s for 100k steps "

@@ -137,6 +137,40 @@ dqn_status dqn_trainer_create_env(const dqn_config *c, const dqn_env_api *env, d
     return dqn_trainer_make(&ec, NULL, &e, out);
 }
 
+/* What each of n env slots needs: its n-step window, the actor's rows and host buffers; made
+ * whole, then swapped in for the trainer's (none at creation). */
+static dqn_status make_slots(dqn_trainer *t, int n) {
+    const dqn_config *c = &t->cfg;
+    int D = t->arch.br.D, obs = t->env.obs_dim;
+    dqn_nstep ns;
+    dqn_actor ac;
+    memset(&ac, 0, sizeof ac);
+    dqn_status s = dqn_nstep_create(&ns, n, c->n_step, obs, D, c->gamma);
+    if (s == DQN_OK) s = dqn_actor_create(&ac, t->be, &t->model.L, n, c->k_tau);
+    int32_t *actions = calloc((size_t)n * D, sizeof *actions);
+    float *q = calloc((size_t)n * t->arch.br.A, sizeof *q);
+    float *prev = calloc((size_t)n * obs, sizeof *prev);
+    double *ret = calloc((size_t)n, sizeof *ret);
+    if (s == DQN_OK && (!actions || !q || !prev || !ret))
+        s = DQN_ERR(DQN_ERR_NOMEM, "buffers for %d envs", n);
+    if (s != DQN_OK) {
+        dqn_nstep_destroy(&ns);
+        dqn_actor_destroy(&ac, t->be);
+        free(actions); free(q); free(prev); free(ret);
+        return s;
+    }
+    dqn_nstep_destroy(&t->nstep);
+    dqn_actor_destroy(&t->actor, t->be);
+    free(t->actions); free(t->q_host); free(t->prev_obs); free(t->ep_ret);
+    t->nstep = ns;
+    t->actor = ac;
+    t->actions = actions;
+    t->q_host = q;
+    t->prev_obs = prev;
+    t->ep_ret = ret;
+    return DQN_OK;
+}
+
 dqn_status dqn_trainer_make(const dqn_config *c, const dqn_rank_info *r, const dqn_env *user,
                             dqn_trainer **out) {
     *out = NULL;
@@ -165,21 +199,10 @@ dqn_status dqn_trainer_make(const dqn_config *c, const dqn_rank_info *r, const d
     if ((s = dqn_trainer_health_init(t)) != DQN_OK) goto fail;
     int D = t->arch.br.D, obs = t->env.obs_dim;
     if ((s = dqn_replay_create(&t->replay, t->be, c->buffer_size, obs, D)) != DQN_OK) goto fail;
-    if ((s = dqn_nstep_create(&t->nstep, c->num_envs, c->n_step, obs, D, c->gamma)) != DQN_OK)
-        goto fail;
+    if ((s = make_slots(t, c->num_envs)) != DQN_OK) goto fail;
     if (t->env.step &&
         (s = dqn_vecenv_create(&t->venv, &t->env, c->num_envs, c->seed, DQN_STREAM_ENV)) != DQN_OK)
         goto fail;
-    if ((s = dqn_actor_create(&t->actor, t->be, &t->model.L, c->num_envs, c->k_tau)) != DQN_OK)
-        goto fail;
-    t->actions = calloc((size_t)c->num_envs * D, sizeof *t->actions);
-    t->q_host = calloc((size_t)c->num_envs * t->arch.br.A, sizeof *t->q_host);
-    t->prev_obs = calloc((size_t)c->num_envs * obs, sizeof *t->prev_obs);
-    t->ep_ret = calloc((size_t)c->num_envs, sizeof *t->ep_ret);
-    if (!t->actions || !t->q_host || !t->prev_obs || !t->ep_ret) {
-        s = DQN_ERR(DQN_ERR_NOMEM, "trainer host buffers");
-        goto fail;
-    }
     t->next_refresh = c->log_interval;
     if (t->env.step && (s = dqn_vecenv_reset(&t->venv)) != DQN_OK) goto fail;
     *out = t;
@@ -352,32 +375,7 @@ dqn_status dqn_trainer_set_num_envs(dqn_trainer *t, int n) {
     dqn_config c = t->cfg;
     DQN_TRY(dqn_config_set(&c, "num_envs", v));
     if (n == t->cfg.num_envs) return DQN_OK;
-    int D = t->arch.br.D, obs = t->env.obs_dim;
-    dqn_nstep ns;
-    dqn_actor ac;
-    DQN_TRY(dqn_nstep_create(&ns, n, c.n_step, obs, D, c.gamma));
-    dqn_status s = dqn_actor_create(&ac, t->be, &t->model.L, n, c.k_tau);
-    int32_t *actions = calloc((size_t)n * D, sizeof *actions);
-    float *q = calloc((size_t)n * t->arch.br.A, sizeof *q);
-    float *prev = calloc((size_t)n * obs, sizeof *prev);
-    double *ret = calloc((size_t)n, sizeof *ret);
-    if (s == DQN_OK && (!actions || !q || !prev || !ret))
-        s = DQN_ERR(DQN_ERR_NOMEM, "buffers for %d envs", n);
-    if (s != DQN_OK) {
-        dqn_nstep_destroy(&ns);
-        dqn_actor_destroy(&ac, t->be);
-        free(actions); free(q); free(prev); free(ret);
-        return s;
-    }
-    dqn_nstep_destroy(&t->nstep);
-    dqn_actor_destroy(&t->actor, t->be);
-    free(t->actions); free(t->q_host); free(t->prev_obs); free(t->ep_ret);
-    t->nstep = ns;
-    t->actor = ac;
-    t->actions = actions;
-    t->q_host = q;
-    t->prev_obs = prev;
-    t->ep_ret = ret;
+    DQN_TRY(make_slots(t, n));
     t->cfg = c;
     return DQN_OK;
 }
