@@ -36,8 +36,10 @@ static inline dqn_status dp_capture_body(dp_rank *r) {
     size_t B = (size_t)u->B, obs = (size_t)m->L.arch.obs_dim, D = (size_t)m->L.arch.br.D;
     size_t P = m->L.n_params * sizeof(float);
     int k = r->rank;
-    c->n_params = m->L.n_params;
-    if (k == 0) DQN_TRY(dp_take(be, (void **)&c->params0, m->params, P));
+    if (k == 0) {   /* one writer: the ranks run as threads */
+        c->n_params = m->L.n_params;
+        DQN_TRY(dp_take(be, (void **)&c->params0, m->params, P));
+    }
     DQN_TRY(dqn_model_update(m, &r->view));
     DQN_TRY(dp_take(be, (void **)&c->grads[k], m->grads, P));
     DQN_TRY(dp_take(be, (void **)&c->x[k], m->x, B * obs * 4));

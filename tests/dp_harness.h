@@ -95,10 +95,14 @@ static inline int dp_cpu_world(const dqn_backend *be) {
     return dp_cpu.world;
 }
 
+/* The calling thread's rank: its own slot of dp_cpu.be is the only one it reads (the others are
+ * written by their ranks' threads as they set up). */
+static _Thread_local int dp_cpu_rank = -1;
+
 static inline dqn_status dp_cpu_allreduce(dqn_backend *be, float *x, size_t n) {
-    int r = 0;
-    while (r < dp_cpu.world && dp_cpu.be[r] != be) r++;
-    if (r == dp_cpu.world) return DQN_ERR(DQN_ERR_ARG, "all-reduce on a backend of no rank");
+    int r = dp_cpu_rank;
+    if (r < 0 || dp_cpu.be[r] != be)
+        return DQN_ERR(DQN_ERR_ARG, "all-reduce on a backend of no rank");
     dp_cpu.x[r] = x;
     dp_cpu.n[r] = n;
     pthread_barrier_wait(&dp_cpu.bar);
@@ -165,6 +169,7 @@ static inline dqn_status dp_setup(dp_rank *r) {
         DQN_TRY(dqn_backend_cpu_create(&r->be));
         if (!s->plain) {
             dp_cpu.be[r->rank] = r->be;
+            dp_cpu_rank = r->rank;
             r->be->ops = &dp_cpu.ops;
         }
     }
