@@ -441,6 +441,16 @@ static void test_load_file(void) {
     fclose(f);
     CHECK(dqn_config_load_file(&c, nulpath) == DQN_ERR_FORMAT && has(":2: NUL byte"), "NUL: %s",
           dqn_last_error());
+    /* a line past the bound is refused without being read whole (/dev/zero has no newline) */
+    f = fopen(nulpath, "wb");
+    fputs("lr = 0.1\n# ", f);
+    for (int k = 0; k < 70000; k++) fputc('x', f);
+    fputs("\nd = 8\n", f);
+    fclose(f);
+    CHECK(dqn_config_load_file(&c, nulpath) == DQN_ERR_FORMAT &&
+              has(":2: line longer than 65536 bytes"), "long line: %s", dqn_last_error());
+    CHECK(dqn_config_load_file(&c, "/dev/zero") == DQN_ERR_FORMAT &&
+              has("/dev/zero:1: line longer than 65536 bytes"), "/dev/zero: %s", dqn_last_error());
 
     char missing[128];
     snprintf(missing, sizeof missing, "%s/does-not-exist.txt", tmpdir);

@@ -132,6 +132,18 @@ static void test_errors(void) {
     config(&c, "", "f", "none");
     CHECK(dqn_market_csv_load(p, &c, &d) == F && strstr(dqn_last_error(), ":3: NUL byte"), "%s",
           dqn_last_error());
+    /* a row past the bound (1 MiB), and a file with no newline at all */
+    size_t big = (1u << 20) + 64;
+    char *row = malloc(big + sizeof HDR);
+    memcpy(row, HDR, sizeof HDR - 1);
+    memset(row + sizeof HDR - 1, '1', big);
+    p = test_tmp_file("long.csv", row, sizeof HDR - 1 + big);
+    free(row);
+    CHECK(dqn_market_csv_load(p, &c, &d) == F &&
+              strstr(dqn_last_error(), ":2: line longer than 1048576 bytes"), "%s",
+          dqn_last_error());
+    CHECK(dqn_market_csv_load("/dev/zero", &c, &d) == F &&
+              strstr(dqn_last_error(), "/dev/zero:1: line longer than"), "%s", dqn_last_error());
 }
 
 static void test_loads(void) {

@@ -15,7 +15,11 @@
 #include <sys/types.h>
 
 #include "core/error.h"
+#include "core/lines.h"
 #include "health/health.h"
+
+/* A config line: a key and a value (the longest, fault, is 511 characters) with room to spare. */
+#define DQN_CFG_LINE_MAX 65536
 
 typedef enum { T_INT, T_INT64, T_UINT64, T_DOUBLE, T_STRING, T_ENUM, T_BOOL } cfg_type;
 static const char *const type_name[] = {"int", "int64", "uint64", "double", "string", "enum",
@@ -561,13 +565,16 @@ dqn_status dqn_config_load_stream(dqn_config *c, FILE *f, const char *path) {
     int lineno = 0;
     dqn_status s = DQN_OK;
     errno = 0;
-    while (s == DQN_OK && (len = getline(&line, &cap, f)) >= 0) {
+    while (s == DQN_OK && (len = dqn_getline_max(&line, &cap, f, DQN_CFG_LINE_MAX)) != -1) {
         lineno++;
-        if ((size_t)len != strlen(line))
+        if (len == DQN_LINE_TOO_LONG)
+            s = dqn_error_user(DQN_ERR_FORMAT, "%s:%d: line longer than %d bytes", path, lineno,
+                               DQN_CFG_LINE_MAX);
+        else if ((size_t)len != strlen(line))
             s = dqn_error_user(DQN_ERR_FORMAT, "%s:%d: NUL byte in line", path, lineno);
         else s = load_line(&tmp, line, path, lineno);
     }
-    if (s == DQN_OK && ferror(f))
+    if (s == DQN_OK && (ferror(f) || errno == ENOMEM))
         s = dqn_error_user(DQN_ERR_IO, "%s: read failed: %s", path, strerror(errno));
     free(line);
     if (s == DQN_OK) *c = tmp;

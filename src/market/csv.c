@@ -1,7 +1,7 @@
 /* The strict CSV loader of a time-indexed table: a header of column names, then one row per
  * period. Every problem is an error naming the file, the line and the column, except a missing or
  * non-finite value under an explicit fill policy (ffill, drop), whose uses are counted. */
-#define _GNU_SOURCE /* getline, strcasecmp */
+#define _GNU_SOURCE /* strcasecmp */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "core/error.h"
+#include "core/lines.h"
 #include "market/market.h"
 
 typedef enum { FILL_NONE, FILL_FFILL, FILL_DROP } fill_policy;
@@ -234,6 +235,9 @@ static dqn_status parse_row(loader *L, char *line, fill_policy fill, dqn_market_
     return DQN_OK;
 }
 
+/* A data row: a timestamp and up to a few hundred numeric columns, with room to spare. */
+#define CSV_LINE_MAX (1 << 20)
+
 dqn_status dqn_market_csv_load(const char *path, const dqn_config *c, dqn_market_data *d) {
     memset(d, 0, sizeof *d);
     FILE *f = fopen(path, "r");
@@ -248,8 +252,13 @@ dqn_status dqn_market_csv_load(const char *path, const dqn_config *c, dqn_market
     ssize_t len;
     dqn_status s = DQN_OK;
     errno = 0;
-    while (s == DQN_OK && (len = getline(&line, &cap, f)) >= 0) {
+    while (s == DQN_OK && (len = dqn_getline_max(&line, &cap, f, CSV_LINE_MAX)) != -1) {
         L.line++;
+        if (len == DQN_LINE_TOO_LONG) {
+            s = dqn_error_user(DQN_ERR_FORMAT, "%s:%d: line longer than %d bytes", path, L.line,
+                               CSV_LINE_MAX);
+            break;
+        }
         if ((size_t)len != strlen(line)) {
             s = dqn_error_user(DQN_ERR_FORMAT, "%s:%d: NUL byte in the line", path, L.line);
             break;
@@ -271,7 +280,7 @@ dqn_status dqn_market_csv_load(const char *path, const dqn_config *c, dqn_market
         if (s == DQN_OK && dropped) d->dropped++;
         else if (s == DQN_OK) d->rows++;
     }
-    if (s == DQN_OK && ferror(f))
+    if (s == DQN_OK && (ferror(f) || errno == ENOMEM))
         s = dqn_error_user(DQN_ERR_IO, "%s: read failed: %s", path, strerror(errno));
     if (s == DQN_OK && L.line == 0)
         s = dqn_error_user(DQN_ERR_FORMAT, "%s: empty file (expected a header line)", path);
