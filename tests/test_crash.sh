@@ -83,6 +83,11 @@ finish() {
   fi
   cmp -s "$d/r/checkpoint.bin" "$ref/r/checkpoint.bin" \
     || fail "$what: final checkpoint differs from the uninterrupted run's (from env step $step)"
+  # the metrics rows logged after the checkpoint and again by the resumed run appear once
+  cmp -s <(cut -d, -f1 "$d/r/metrics.csv") <(cut -d, -f1 "$ref/r/metrics.csv") \
+    || fail "$what: metrics.csv's steps differ from the uninterrupted run's (from env step $step)"
+  cmp -s <(sed 's/, "wall_s".*//' "$d/r/metrics.jsonl") <(sed 's/, "wall_s".*//' "$ref/r/metrics.jsonl") \
+    || fail "$what: metrics.jsonl's steps differ from the uninterrupted run's (from env step $step)"
   [ ! -e "$d/r/checkpoint.bin.tmp" ] || fail "$what: checkpoint.bin.tmp left after the resume"
   exact=$((exact + 1))
 }

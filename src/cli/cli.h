@@ -72,6 +72,9 @@ typedef struct {
 } cli_metrics;
 
 int cli_metrics_open(cli_metrics *m, const char *dir);
+/* The rows of metrics.csv and metrics.jsonl past env_steps dropped: a run resumed from its
+ * checkpoint logs those steps again. */
+int cli_metrics_trim(const char *dir, int64_t env_steps);
 /* One row in every file, each flushed so that a live reader sees it. */
 int cli_metrics_row(cli_metrics *m, const dqn_train_stats *st, double wall_s, double steps_per_s);
 int cli_metrics_close(cli_metrics *m);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "core/lines.h"
 
 #define METRICS_HEADER "step,wall_s,steps_per_s,mean_return,loss,mean_q,epsilon,grad_norm\n"
 
@@ -95,6 +96,52 @@ static FILE *open_append(const char *dir, const char *name) {
     FILE *f = fopen(path, "a");
     if (!f) cli_error(CLI_FAIL, "cannot write %s: %s", path, strerror(errno));
     return f;
+}
+
+/* name's rows past env step `at` dropped (through name.tmp and a rename); a row is a line that
+ * starts with prefix and then a step number, every other line is kept. */
+static int trim_rows(const char *dir, const char *name, const char *prefix, long long at) {
+    char path[512], tmp[520];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *in = fopen(path, "r");
+    if (!in) return errno == ENOENT ? CLI_OK : cli_error(CLI_FAIL, "cannot read %s: %s", path,
+                                                          strerror(errno));
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return cli_error(CLI_FAIL, "cannot write %s: %s", tmp, strerror(errno));
+    }
+    char *line = NULL;
+    size_t cap = 0, k = strlen(prefix);
+    ssize_t len;
+    int rc = CLI_OK, dropped = 0;
+    errno = 0;
+    while (!rc && (len = dqn_getline_max(&line, &cap, in, 1 << 20)) != -1) {
+        if (len == DQN_LINE_TOO_LONG) {
+            rc = cli_error(CLI_FAIL, "%s: a line longer than 1 MiB", path);
+            break;
+        }
+        char *end = line;
+        long long step = strncmp(line, prefix, k) == 0 ? strtoll(line + k, &end, 10) : 0;
+        if (end != line && step > at) dropped++;
+        else if (fwrite(line, 1, (size_t)len, out) != (size_t)len)
+            rc = cli_error(CLI_FAIL, "cannot write %s: %s", tmp, strerror(errno));
+    }
+    if (!rc && (ferror(in) || errno == ENOMEM))
+        rc = cli_error(CLI_FAIL, "cannot read %s: %s", path, strerror(errno));
+    free(line);
+    fclose(in);
+    if (fclose(out) != 0 && !rc) rc = cli_error(CLI_FAIL, "cannot write %s: %s", tmp, strerror(errno));
+    if (!rc && dropped && rename(tmp, path) != 0)
+        rc = cli_error(CLI_FAIL, "cannot replace %s: %s", path, strerror(errno));
+    if (rc || !dropped) remove(tmp);
+    return rc;
+}
+
+int cli_metrics_trim(const char *dir, int64_t env_steps) {
+    int rc = trim_rows(dir, "metrics.csv", "", (long long)env_steps);
+    return rc ? rc : trim_rows(dir, "metrics.jsonl", "{\"step\": ", (long long)env_steps);
 }
 
 int cli_metrics_open(cli_metrics *m, const char *dir) {

@@ -317,6 +317,7 @@ static int resume(const cli_flags *f) {
         rc = cli_error(CLI_USAGE, "nothing to resume: %s is at env step %lld of %lld", ck->value,
                        (long long)st.env_steps, (long long)c.steps);
     if (!rc && !same_dir(c.run_dir, from)) rc = cli_rundir_check_free(c.run_dir);
+    else if (!rc) rc = cli_metrics_trim(c.run_dir, st.env_steps);
     if (!rc) rc = cli_rundir_create(c.run_dir);
     if (!rc) rc = cli_rundir_write_config(c.run_dir, &c);
     if (!rc) {
