@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include "dqn.h"
 
-/* 2: the parameter layout stacks the heads' v1 and a1 tensors (issue 3); a version-1 file's
+/* 2: the parameter layout stacks the heads' v1 and a1 tensors; a version-1 file's
  * parameters would load into the wrong tensors, so it is refused */
 #define DQN_CKPT_VERSION 2u
 #define DQN_CKPT_NAME_MAX 32 /* bytes of a section name, its NUL included */
