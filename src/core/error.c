@@ -41,10 +41,3 @@ dqn_status dqn_error_at(dqn_status s, const char *file, int line, const char *fm
     return s;
 }
 
-dqn_status dqn_error_user(dqn_status s, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return s;
-}

@@ -5,8 +5,9 @@
 
 dqn_status dqn_error_at(dqn_status s, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Record a message without file and line (user-facing errors: bad key, bad file). */
-dqn_status dqn_error_user(dqn_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Record a message without file and line (user-facing errors: bad key, bad file): the public
+ * dqn_set_error, which env code calls too. */
+#define dqn_error_user dqn_set_error
 void dqn_error_clear(void);
 
 #define DQN_ERR(s, ...) dqn_error_at((s), __FILE__, __LINE__, __VA_ARGS__)
