@@ -87,6 +87,10 @@ typedef struct {
     double eps_start;
     double eps_end;
     double eps_fraction;            /* fraction of steps over which epsilon decays linearly */
+    char replay[DQN_CFG_STR];       /* uniform | prioritized */
+    double per_alpha;               /* prioritised: priority = (loss + per_eps)^per_alpha */
+    double per_beta;                /* prioritised: importance exponent at the start (to 1) */
+    double per_eps;
     /* health */
     char health[DQN_CFG_STR];       /* off | detect | guard */
     double guard_scale;

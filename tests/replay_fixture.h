@@ -28,7 +28,7 @@ static void fill_replay(replay_arrays *r, const dqn_arch *a, dqn_replay_view *v)
             r->act[i * a->br.D + b] = (int32_t)dqn_philox_below(3, 3, c++, (uint32_t)a->br.n[b]);
     }
     r->size = CAP - 17;
-    *v = (dqn_replay_view){r->obs, r->next_obs, r->R, r->disc, r->act, &r->size};
+    *v = (dqn_replay_view){r->obs, r->next_obs, r->R, r->disc, r->act, &r->size, NULL};
 }
 
 static dqn_arch arch_of(int obs, int d, int grn, int bn, int hidden, int D, const int *sizes) {

@@ -726,8 +726,8 @@ static void test_rand(size_t n, int timed) {
     vi bidx = out_i((size_t)B), ba = out_i((size_t)B * D);
     vf bx = out_f((size_t)B * obs), bxn = out_f((size_t)B * obs), bR = out_f((size_t)B),
        bd = out_f((size_t)B);
-    const dqn_sample_src src_c = {so.c, sno.c, sR.c, sd.c, sa.c, size_c, obs, D};
-    const dqn_sample_src src_g = {so.g, sno.g, sR.g, sd.g, sa.g, size_g, obs, D};
+    const dqn_sample_src src_c = {so.c, sno.c, sR.c, sd.c, sa.c, size_c, obs, D, NULL};
+    const dqn_sample_src src_g = {so.g, sno.g, sR.g, sd.g, sa.g, size_g, obs, D, NULL};
     const dqn_sample_dst dst_c = {bidx.c, ba.c, bx.c, bxn.c, bR.c, bd.c};
     const dqn_sample_dst dst_g = {bidx.g, ba.g, bx.g, bxn.g, bR.g, bd.g};
     CPU(sample_batch, &src_c, &dst_c, B, seed, step_c);
@@ -1314,8 +1314,8 @@ static void test_model_update_on(dqn_backend *g, int d, int bottleneck, dqn_targ
     uint32_t *size_c = take(cpu, 4), *size_g = take(gpu, 4);
     *size_c = 431;   /* a partly filled buffer: draws stay below the size */
     CHECK_OK(gpu->ops->h2d(gpu, size_g, size_c, 4));
-    dqn_replay_view rc = {o.c, on.c, R.c, disc.c, act.c, size_c};
-    dqn_replay_view rg = {o.g, on.g, R.g, disc.g, act.g, size_g};
+    dqn_replay_view rc = {o.c, on.c, R.c, disc.c, act.c, size_c, NULL};
+    dqn_replay_view rg = {o.g, on.g, R.g, disc.g, act.g, size_g, NULL};
     size_t n = mc.L.n_params;
     for (int k = 0; k < 3; k++) {
         CHECK_OK(dqn_model_update(&mc, &rc));
@@ -1366,7 +1366,7 @@ static void time_model_update(dqn_backend *be, const char *label, const dqn_arch
     CHECK_OK(gpu->ops->h2d(gpu, act.g, act.c, act.n * 4));
     uint32_t size = (uint32_t)cap, *size_g = take(gpu, 4);
     CHECK_OK(gpu->ops->h2d(gpu, size_g, &size, 4));
-    dqn_replay_view rg = {o.g, on.g, R.g, disc.g, act.g, size_g};
+    dqn_replay_view rg = {o.g, on.g, R.g, disc.g, act.g, size_g, NULL};
     size_t nodes = 0;
 #ifdef DQN_HAVE_CUDA
     /* the loss-and-gradient stage alone, captured once more to count its nodes */

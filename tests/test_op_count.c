@@ -162,7 +162,7 @@ static void print_bench_models(void) {
             CHECK_OK(dqn_model_create(&m, be, &a, &u));
             oc_reset();
             uint32_t size = 1;
-            dqn_replay_view v = {NULL, NULL, NULL, NULL, NULL, &size};
+            dqn_replay_view v = {NULL, NULL, NULL, NULL, NULL, &size, NULL};
             CHECK_OK(dqn_model_update(&m, &v));
             printf("%s model, B %d, N = N' = K = 32: %ld ops, ~%ld CUDA nodes, %.4g GFLOP per update\n",
                    names[k], B, oc_calls(), oc_nodes(), oc_flops * 1e-9);

@@ -721,7 +721,7 @@ static void test_sample_batch(int cap, int size, int B, int obs, int D, uint64_t
     int32_t *act = xmalloc((size_t)cap * D * sizeof *act);
     for (size_t i = 0; i < (size_t)cap * D; i++) act[i] = below(1000);
     uint32_t sz = (uint32_t)size;
-    const dqn_sample_src src = {o, no, R, dc, act, &sz, obs, D};
+    const dqn_sample_src src = {o, no, R, dc, act, &sz, obs, D, NULL};
     int32_t *idx[2], *a[2];
     float *x[2], *xn[2], *r[2], *d[2];
     for (int k = 0; k < 2; k++) {
@@ -1047,7 +1047,7 @@ static void test_sample_draws(int B, int obs, int D, uint64_t step) {
     int32_t *act = xmalloc((size_t)cap * D * sizeof *act);
     for (size_t i = 0; i < (size_t)cap * D; i++) act[i] = below(7);
     uint32_t sz = (uint32_t)(cap - 5);
-    const dqn_sample_src src = {o, no, R, dc, act, &sz, obs, D};
+    const dqn_sample_src src = {o, no, R, dc, act, &sz, obs, D, NULL};
     int32_t *idx[2], *a[2];
     float *x[2], *xn[2], *r[2], *d[2], *t[2][3];
     const size_t tn[3] = {(size_t)B * 8, (size_t)B * 5, (size_t)B * 8};

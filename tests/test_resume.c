@@ -1,5 +1,6 @@
 /* Training N steps, saving, loading and continuing gives bit-for-bit the same loss sequence on
- * the CPU as training without the stop (replay buffer saved in the checkpoint). */
+ * the CPU as training without the stop (replay buffer saved in the checkpoint, with its
+ * priorities when prioritised). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,12 +24,13 @@ static void small_config(dqn_config *c, const char *env) {
     snprintf(c->device, sizeof c->device, "cpu");
 }
 
-static void run_case(const char *env, double tau_target) {
+static void run_case(const char *env, double tau_target, const char *replay) {
     static double full[CAP], part[CAP];
     size_t n_full = 0, n_part = 0;
     dqn_config c;
     small_config(&c, env);
     c.tau_target = tau_target;
+    snprintf(c.replay, sizeof c.replay, "%s", replay);
     dqn_trainer *t = NULL;
     CHECK_OK(dqn_trainer_create(&c, &t));
     if (!t) return;
@@ -55,8 +57,8 @@ static void run_case(const char *env, double tau_target) {
     dqn_trainer_destroy(t);
     unlink(path);
 
-    printf("%s (polyak %g): %zu updates uninterrupted, %zu with a stop at step %d\n", env,
-           tau_target, n_full, n_part, STOP);
+    printf("%s (polyak %g, %s replay): %zu updates uninterrupted, %zu with a stop at step %d\n",
+           env, tau_target, replay, n_full, n_part, STOP);
     CHECK(n_full > 100, "%s: only %zu updates", env, n_full);
     CHECK(n_full == n_part, "%s: %zu vs %zu updates", env, n_full, n_part);
     CHECK(st.env_steps == TOTAL, "%s: resumed run ended at %lld", env, (long long)st.env_steps);
@@ -68,7 +70,8 @@ static void run_case(const char *env, double tau_target) {
 }
 
 int main(void) {
-    run_case("cartpole", 0.0);
-    run_case("acrobot", 0.01);
+    run_case("cartpole", 0.0, "uniform");
+    run_case("acrobot", 0.01, "uniform");
+    run_case("cartpole", 0.0, "prioritized");
     return check_finish("test_resume");
 }

@@ -68,11 +68,22 @@ typedef struct {
     const int32_t *act;                       /* [size, D] */
     const uint32_t *size;                     /* rows filled (backend memory) */
     int obs_dim, D;
+    const int32_t *idx;   /* [B] the rows to take (prioritised replay), or NULL: uniform draws */
 } dqn_sample_src;
 typedef struct {
     int32_t *idx, *act;          /* [B], [B, D] */
     float *x, *xn, *R, *disc;    /* [B, obs_dim] x2, [B] x2 */
 } dqn_sample_dst;
+
+/* Prioritised replay's sum-tree and its settings (replay/sumtree.h has the layout and the
+ * formulas both backends share). */
+typedef struct {
+    float *tree;                  /* [2 * leaves] backend memory */
+    int leaves, cap;              /* leaves: a power of two >= cap */
+    const uint32_t *size;         /* rows filled (backend memory) */
+    float alpha, beta0, eps;      /* priority = (loss + eps)^alpha; beta from beta0 to 1 */
+    uint64_t beta_updates;        /* updates over which beta reaches 1 (0: 1 from the start) */
+} dqn_per;
 
 #define DQN_MAX_DRAWS 4
 /* Up to DQN_MAX_DRAWS uniform arrays drawn at once (the taus of one update). */

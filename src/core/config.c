@@ -130,6 +130,15 @@ static const cfg_row rows[] = {
     CFG_DOUBLE(eps_start, 0, 1, "1", "exploration epsilon at step 0"),
     CFG_DOUBLE(eps_end, 0, 1, "0.05", "exploration epsilon after the decay"),
     CFG_DOUBLE(eps_fraction, 0, 1, "0.2", "fraction of steps over which epsilon decays linearly"),
+    CFG_ENUM(replay, "uniform|prioritized", "uniform",
+             "replay sampling: uniform, or prioritized by each row's last loss (proportional "
+             "sum-tree, importance-weighted loss)"),
+    CFG_DOUBLE(per_alpha, 0, 1, "0.6",
+               "prioritized: priority = (loss + per_eps)^per_alpha; 0 = uniform"),
+    CFG_DOUBLE(per_beta, 0, 1, "0.4",
+               "prioritized: importance-weight exponent at the first update, annealed linearly "
+               "to 1 over the run's updates"),
+    CFG_DOUBLE(per_eps, 1e-12, 1, "1e-6", "prioritized: added to a loss, so every row can be drawn"),
     /* health */
     CFG_ENUM(health, "off|detect|guard", "guard",
              "numerical health: off; detect (record every slot, report the first bad one); "

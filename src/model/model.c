@@ -352,6 +352,8 @@ dqn_status dqn_model_create(dqn_model *m, dqn_backend *be, const dqn_arch *arch,
     DQN_TRY(falloc(be, &m->gnorm, 1));
     DQN_TRY(falloc(be, &m->loss, 1));
     DQN_TRY(be->ops->alloc(be, (void **)&m->idx, (size_t)B * sizeof(int32_t)));
+    DQN_TRY(falloc(be, &m->w, (size_t)2 * B));
+    m->ps = m->w + B;
     /* x then x', and tau then tau_k, adjacent: with K == N one online pass covers both */
     DQN_TRY(falloc(be, &m->x, (size_t)2 * B * obs));
     m->xn = m->x + (size_t)B * obs;
@@ -378,7 +380,7 @@ void dqn_model_destroy(dqn_model *m) {
     if (m->graph_exec && be->ops->graph_destroy) be->ops->graph_destroy(be, m->graph_exec, 1);
     dqn_model_health_destroy(m);
     void *bufs[] = {m->params, m->target, m->grads, m->adam_m, m->adam_v, m->step, m->gnorm,
-                    m->loss, m->idx, m->x, m->R, m->disc, m->act, m->astar, m->tau, m->tau_t,
+                    m->loss, m->idx, m->w, m->x, m->R, m->disc, m->act, m->astar, m->tau, m->tau_t,
                     m->y};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) ffree(be, bufs[k]);
     dqn_fwd_free(be, &m->f_on);
@@ -443,25 +445,28 @@ static int y_faulted(const dqn_model *hm) {
 }
 
 /* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ, one op
- * (targets_huber) unless a fault goes between them. */
+ * (targets_huber) unless a fault goes between them; with prioritised replay the loss is
+ * importance-weighted and each sample's loss becomes its row's priority. */
 static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
     const dqn_branches *br = &m->L.arch.br;
     int B = c->B;
     const size_t ny = (size_t)B * (c->mode == DQN_TARGET_MEAN ? 1 : br->D) * c->Nt;
+    float *w = m->per ? m->w : NULL, *ps = m->per ? m->ps : NULL;
     if (OPS->targets_huber && !y_faulted(hm)) {
         const dqn_target_io t = {m->f_tgt.Z, m->astar, m->R, m->disc, m->y};
-        DQN_TRY(OPS->targets_huber(be, &t, m->f_on.Z, m->tau, m->act, NULL, m->loss, m->bw.dZ,
-                                   NULL, B, c->N, c->Nt, br, c->mode, c->kappa));
+        DQN_TRY(OPS->targets_huber(be, &t, m->f_on.Z, m->tau, m->act, w, m->loss, m->bw.dZ, ps,
+                                   B, c->N, c->Nt, br, c->mode, c->kappa));
         SLOT(hm, y, m->y, ny);
     } else {
         DQN_TRY(OPS->iqn_targets(be, m->f_tgt.Z, m->astar, m->R, m->disc, m->y, B, c->Nt, br,
                                  c->mode));
         SLOT(hm, y, m->y, ny);
-        DQN_TRY(OPS->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, NULL, m->loss, m->bw.dZ,
-                                    NULL, B, c->N, c->Nt, br, c->mode, c->kappa));
+        DQN_TRY(OPS->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, w, m->loss, m->bw.dZ,
+                                    ps, B, c->N, c->Nt, br, c->mode, c->kappa));
     }
+    if (m->per) DQN_TRY(OPS->per_update(be, m->per, m->idx, m->ps, B));
     SLOT(hm, loss, m->loss, 1);
     SLOT(hm, dZ, m->bw.dZ, (size_t)B * c->N * br->A);
     return DQN_OK;
@@ -510,10 +515,14 @@ static dqn_draws taus_of(dqn_model *m) {
 /* Sampling and taus: every draw is keyed by the update counter, so replays draw fresh numbers. */
 static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
-    const dqn_sample_src src = {rv->obs, rv->next_obs, rv->R, rv->disc, rv->act, rv->size,
-                                m->L.arch.obs_dim, m->L.arch.br.D};
+    dqn_sample_src src = {rv->obs, rv->next_obs, rv->R, rv->disc, rv->act, rv->size,
+                          m->L.arch.obs_dim, m->L.arch.br.D, NULL};
     const dqn_sample_dst dst = {m->idx, m->act, m->x, m->xn, m->R, m->disc};
     const dqn_draws taus = taus_of(m);
+    if (rv->per) {
+        DQN_TRY(OPS->per_sample(be, rv->per, m->idx, m->w, m->ucfg.B, m->ucfg.seed, m->step));
+        src.idx = m->idx;
+    }
     return OPS->sample_draws(be, &src, &dst, m->ucfg.B, &taus, m->ucfg.seed, m->step);
 }
 
@@ -549,6 +558,7 @@ static int stages_of(const dqn_model *m, stage_fn *st) {
 
 static dqn_status record_update(dqn_model *m, const dqn_replay_view *rv) {
     dqn_model *hm = m->h.mode != DQN_HEALTH_OFF ? m : NULL;
+    m->per = rv ? rv->per : NULL;
     if (rv) DQN_TRY(record_sample(m, rv));
     else DQN_TRY(record_taus(m));
     stage_fn st[MAX_STAGES];
@@ -568,6 +578,7 @@ static dqn_status capture_update(dqn_model *m, const dqn_replay_view *rv) {
     int n = stages_of(m, st);
     void *child[MAX_STAGES] = {NULL};
     dqn_status s = DQN_OK;
+    m->per = rv->per;
     for (int k = 0; k < n && s == DQN_OK; k++) {
         if ((s = OPS->capture_begin(be)) != DQN_OK) break;
         if (k == 0) s = record_sample(m, rv);

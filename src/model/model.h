@@ -92,6 +92,8 @@ typedef struct {
     dqn_update_cfg ucfg;
     /* update-step buffers */
     int32_t *idx;                    /* [B] replay indices */
+    float *w, *ps;                   /* [B] importance weights, per-sample losses (prioritised) */
+    const dqn_per *per;              /* the replay's sum-tree of the recorded update, or NULL */
     float *x, *xn, *R, *disc;        /* [B, obs], [B, obs] (xn = x + B*obs), [B], [B] */
     int32_t *act, *astar;            /* [B, D] */
     float *tau, *tau_t, *tau_k;      /* [B*N], [B*Nt], [B*K] (tau_k = tau + B*N) */
@@ -131,6 +133,7 @@ typedef struct {
     const float *obs, *next_obs, *R, *disc;  /* replay columns in backend memory */
     const int32_t *act;
     const uint32_t *size;                    /* current replay size (backend memory) */
+    const dqn_per *per;                      /* the sum-tree, or NULL: uniform sampling */
 } dqn_replay_view;
 
 /* One whole update: sample, taus, forwards, loss, backward, clip, Adam, target sync, step++.

@@ -47,6 +47,12 @@ dqn_status dqn_arch_from_config(const dqn_config *c, const dqn_env *env, dqn_arc
     return DQN_OK;
 }
 
+/* The updates a run of c->steps env steps makes: beta's annealing span. */
+static uint64_t planned_updates(const dqn_config *c) {
+    int64_t after = c->steps - c->learning_starts;
+    return after > 0 ? (uint64_t)(after / c->train_freq) * (uint64_t)c->updates_per_round : 0;
+}
+
 void dqn_update_cfg_of(const dqn_config *c, dqn_update_cfg *u) {
     memset(u, 0, sizeof *u);
     u->B = c->batch_size;
@@ -199,6 +205,10 @@ dqn_status dqn_trainer_make(const dqn_config *c, const dqn_rank_info *r, const d
     if ((s = dqn_trainer_health_init(t)) != DQN_OK) goto fail;
     int D = t->arch.br.D, obs = t->env.obs_dim;
     if ((s = dqn_replay_create(&t->replay, t->be, c->buffer_size, obs, D)) != DQN_OK) goto fail;
+    if (strcmp(c->replay, "prioritized") == 0 &&
+        (s = dqn_replay_prioritize(&t->replay, (float)c->per_alpha, (float)c->per_beta,
+                                   (float)c->per_eps, planned_updates(c))) != DQN_OK)
+        goto fail;
     if ((s = make_slots(t, c->num_envs)) != DQN_OK) goto fail;
     if (t->env.step &&
         (s = dqn_vecenv_create(&t->venv, &t->env, c->num_envs, c->seed, DQN_STREAM_ENV)) != DQN_OK)

@@ -624,8 +624,11 @@ static dqn_status cpu_sample_batch(dqn_backend *be, const dqn_sample_src *src,
                                    const uint64_t *step) {
     REQUIRE(B > 0 && src->obs_dim > 0 && src->D > 0, "sample_batch: B=%d obs_dim=%d D=%d", B,
             src->obs_dim, src->D);
-    DQN_TRY(cpu_rand_index(be, dst->idx, (size_t)B, seed, DQN_STREAM_REPLAY, step, (uint64_t)B,
-                       src->size));
+    if (!src->idx)
+        DQN_TRY(cpu_rand_index(be, dst->idx, (size_t)B, seed, DQN_STREAM_REPLAY, step,
+                               (uint64_t)B, src->size));
+    else if (src->idx != dst->idx)
+        memcpy(dst->idx, src->idx, (size_t)B * sizeof *dst->idx);
     DQN_TRY(cpu_gather_f32(be, src->obs, dst->idx, dst->x, B, src->obs_dim));
     DQN_TRY(cpu_gather_f32(be, src->next_obs, dst->idx, dst->xn, B, src->obs_dim));
     DQN_TRY(cpu_gather_i32(be, src->act, dst->idx, dst->act, B, src->D));

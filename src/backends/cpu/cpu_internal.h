@@ -50,6 +50,11 @@ dqn_status cpu_adam_target_step(dqn_backend *be, float *p, const float *g, float
                                 float *target, size_t n, float lr, float beta1, float beta2,
                                 float eps, float wd, const float *gnorm, float max_norm,
                                 int period, float tau, uint64_t *step, const int32_t *skip);
+dqn_status cpu_per_sample(dqn_backend *be, const dqn_per *per, int32_t *idx, float *w, int B,
+                          uint64_t seed, const uint64_t *step);
+dqn_status cpu_per_update(dqn_backend *be, const dqn_per *per, const int32_t *idx,
+                          const float *loss, int B);
+dqn_status cpu_per_insert(dqn_backend *be, const dqn_per *per, int pos, int n);
 dqn_status cpu_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
                             int B, const dqn_draws *d, uint64_t seed, const uint64_t *step);
 dqn_status cpu_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, int ldw,

@@ -42,13 +42,13 @@ __device__ __forceinline__ void sample_item(const dqn_sample_src &s, const dqn_s
                                             size_t e, uint64_t seed, uint64_t base, uint32_t sz) {
     size_t o = (size_t)s.obs_dim, A = (size_t)s.D, W = 2 * o + A + 2;
     size_t j = e / W, k = e % W;
-    size_t r = dqn_philox_below(seed, DQN_STREAM_REPLAY, base + j, sz);
+    size_t r = s.idx ? (size_t)s.idx[j] : dqn_philox_below(seed, DQN_STREAM_REPLAY, base + j, sz);
     if (k < o) d.x[j * o + k] = s.obs[r * o + k];
     else if (k < 2 * o) d.xn[j * o + (k - o)] = s.next_obs[r * o + (k - o)];
     else if (k < 2 * o + A) d.act[j * A + (k - 2 * o)] = s.act[r * A + (k - 2 * o)];
     else if (k == 2 * o + A) {
         d.R[j] = s.R[r];
-        d.idx[j] = (int32_t)r;
+        if (d.idx != s.idx) d.idx[j] = (int32_t)r;
     } else d.disc[j] = s.disc[r];
 }
 
