@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every GPU test of a build ($1, default build): the test_gpu_* binaries and the
-# tests/test_gpu_*.sh scripts (given DQN_CLI). On the GPU machine a skip is a failure too, since
-# it means the device was not found; except that a test_gpu_multi_* test may skip when
+# Runs every GPU test of a build ($1, default build): the test_gpu_* binaries, the op registry
+# (test_backend_ops, its CUDA part required) and the tests/test_gpu_*.sh scripts (given
+# DQN_CLI). On the GPU machine a skip is a failure too, since it means the device was not found;
+# except that a test_gpu_multi_* test may skip when
 # `nvidia-smi -L` lists fewer GPUs than its skip line says it needs ("needs N GPUs").
 # Prints "N passed, N failed, N skipped" last.
 set -u
@@ -35,6 +36,13 @@ for t in "$BUILD"/tests/test_gpu_*; do
   [ -x "$t" ] || continue
   run "$(basename "$t")" "$t"
 done
+# the op registry: every op on every CUDA variant against the CPU (make test runs it too, where
+# it skips the CUDA part without a device; here that skip is a failure)
+if [ -x "$BUILD/tests/test_backend_ops" ]; then
+  run test_backend_ops env DQN_TEST_NEED_GPU=1 "$BUILD/tests/test_backend_ops"
+else
+  fail=$((fail+1)); failed+=(test_backend_ops); echo "FAIL  no $BUILD/tests/test_backend_ops"
+fi
 for t in tests/test_gpu_*.sh; do
   [ -f "$t" ] || continue
   run "$(basename "$t")" bash "$t"
