@@ -6,8 +6,6 @@
 #include "core/error.h"
 #include "dqn_philox.h"
 
-#define OPS (be->ops)
-
 static dqn_status falloc(dqn_backend *be, float **p, size_t n) {
     return be->ops->alloc(be, (void **)p, (n ? n : 1) * sizeof(float));
 }
@@ -99,30 +97,12 @@ static void bwd_free(dqn_backend *be, dqn_bwd *w) {
 
 /* ---------------------------------------------------------------- forward */
 
-/* Health slot written: faults and inline checks (model_health.c); nothing without a model. The
- * slot is the pass's first hB samples (the online pass on x, also when x' shares the pass). */
-#define SLOT(hm, field, buf, n)                                                          \
-    do {                                                                                 \
-        if ((hm) && (hm)->h.mode != DQN_HEALTH_OFF)                                      \
-            DQN_TRY(dqn_model_health_slot((hm), (hm)->h.tab.field, (buf), (size_t)(n))); \
-    } while (0)
-
-/* A fault aimed at phi must reach z, and one aimed at either must be in place before their
- * checks run: that pass keeps the embedding's three ops with the slots between them. */
-static int embed_faulted(const dqn_model *hm) {
-    for (int i = 0; hm && hm->h.mode != DQN_HEALTH_OFF && i < hm->h.n_faults; i++)
-        if (hm->h.faults[i].slot == hm->h.tab.phi || hm->h.faults[i].slot == hm->h.tab.z) return 1;
-    return 0;
-}
-
-/* A fault aimed at a GRN block's output other than the last must be in place before the next
- * block reads it: that pass runs the trunk block by block with the slots between them. */
-static int trunk_faulted(const dqn_model *hm, int L) {
-    for (int i = 0; hm && hm->h.mode != DQN_HEALTH_OFF && i < hm->h.n_faults; i++)
-        for (int l = 0; l + 1 < L; l++)
-            if (hm->h.faults[i].slot == hm->h.tab.grn_out[l]) return 1;
-    return 0;
-}
+/* A slot of the health table, by its field name, and the questions about it (dqn_probe_*): the
+ * slots cover the online pass on x (its first hB samples, also when x' shares the pass). */
+#define SLOT_ID(hp, field) ((hp) ? dqn_probe_table(hp)->field : -1)
+#define SLOT(hp, field, buf, n) DQN_TRY(dqn_probe_slot((hp), SLOT_ID(hp, field), (buf), (size_t)(n)))
+#define SEAM(hp, field) dqn_probe_seam((hp), SLOT_ID(hp, field))
+#define PLAN(hp, field) dqn_probe_plan((hp), SLOT_ID(hp, field))
 
 _Static_assert(DQN_MAX_GRN == DQN_TRUNK_MAX_GRN, "the trunk op holds every GRN block");
 
@@ -141,15 +121,17 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
                                 P + g->gamma, P + g->beta, f->e[l], f->g[l],
                                 f->r[l],      f->h[l + 1], f->mean[l], f->rstd[l]};
     }
-    const int by_block = trunk_faulted(hm, a->grn_blocks);
+    /* a seam at a block's output but the last's: the blocks run one by one */
+    int by_block = 0;
+    for (int l = 0; l + 1 < a->grn_blocks; l++) by_block |= SEAM(hm, grn_out[l]);
     dqn_trunk_io first = t;
     if (by_block) first.L = 0;   /* the input layer alone, then each block from the h before it */
-    DQN_TRY(OPS->trunk_fwd(be, &first));
+    DQN_TRY(be->ops->trunk_fwd(be, &first));
     for (int l = 0; l < a->grn_blocks; l++) {
         if (by_block) {
             dqn_trunk_io one = {.h0 = f->h[l], .M = B, .d = d, .L = 1};
             one.grn[0] = t.grn[l];
-            DQN_TRY(OPS->trunk_fwd(be, &one));
+            DQN_TRY(be->ops->trunk_fwd(be, &one));
         }
         SLOT(hm, grn_out[l], f->h[l + 1], hB * d);
     }
@@ -159,17 +141,17 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
     const int m = a->bottleneck;
     float *cat = m > 0 && !f->split ? f->cat : NULL;
     /* phi's and z's checks, where the op computes them as it writes the buffers (model_health.c) */
-    const void *hplan = hm && hm->h.mode != DQN_HEALTH_OFF ? hm->h.plan_embed : NULL;
-    if (embed_faulted(hm)) {
-        DQN_TRY(OPS->cos_embed(be, tau, f->C, R, a->n_cos));
-        DQN_TRY(OPS->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
+    const void *hplan = PLAN(hm, phi);
+    if (SEAM(hm, phi) || SEAM(hm, z)) {
+        DQN_TRY(be->ops->cos_embed(be, tau, f->C, R, a->n_cos));
+        DQN_TRY(be->ops->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
                                     DQN_ACT_RELU));
         SLOT(hm, phi, f->phi, hR * d);
-        DQN_TRY(OPS->iqn_fwd(be, h, f->phi, f->z, cat, B, T, d));
+        DQN_TRY(be->ops->iqn_fwd(be, h, f->phi, f->z, cat, B, T, d));
         SLOT(hm, z, f->z, hR * d);
-        if (hplan) DQN_TRY(OPS->health_check(be, hplan));
+        if (hplan) DQN_TRY(be->ops->health_check(be, hplan));
     } else {
-        DQN_TRY(OPS->iqn_embed_fwd(be, tau, P + L->phi.W, P + L->phi.b, h, f->C, f->phi, f->z, cat,
+        DQN_TRY(be->ops->iqn_embed_fwd(be, tau, P + L->phi.W, P + L->phi.b, h, f->C, f->phi, f->z, cat,
                                    B, T, a->n_cos, d, nb * T, hplan));
         SLOT(hm, phi, f->phi, hR * d);
         SLOT(hm, z, f->z, hR * d);
@@ -178,20 +160,20 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
     const float *u = m > 0 ? f->u : f->z;
     if (m > 0 && f->split) {
         /* W_bn [z ; h] + b = W_bn[:, 0:d] z + (W_bn[:, d:2d] h + b): the h half on B rows */
-        DQN_TRY(OPS->linear_ld_fwd(be, h, P + L->bn.W + d, 2 * d, P + L->bn.b, f->hb, B, d, m,
+        DQN_TRY(be->ops->linear_ld_fwd(be, h, P + L->bn.W + d, 2 * d, P + L->bn.b, f->hb, B, d, m,
                                    DQN_ACT_NONE));
-        DQN_TRY(OPS->linear_ld_fwd(be, f->z, P + L->bn.W, 2 * d, NULL, f->u, R, d, m,
+        DQN_TRY(be->ops->linear_ld_fwd(be, f->z, P + L->bn.W, 2 * d, NULL, f->u, R, d, m,
                                    DQN_ACT_NONE));
-        DQN_TRY(OPS->bcast_add_act(be, f->hb, f->u, B, T, m, DQN_ACT_RELU));
+        DQN_TRY(be->ops->bcast_add_act(be, f->hb, f->u, B, T, m, DQN_ACT_RELU));
     } else if (m > 0) {
-        DQN_TRY(OPS->linear_act_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d, m,
+        DQN_TRY(be->ops->linear_act_fwd(be, f->cat, P + L->bn.W, P + L->bn.b, f->u, R, 2 * d, m,
                                     DQN_ACT_RELU));
     }
     if (m > 0) SLOT(hm, bn_out, f->u, hR * m);
     /* dueling heads: v1 and a1 as one stacked layer, then v2, a2 and the combine in one op */
-    DQN_TRY(OPS->linear_act_fwd(be, u, P + L->va.W, P + L->va.b, f->hva, R, L->u, 2 * H,
+    DQN_TRY(be->ops->linear_act_fwd(be, u, P + L->va.W, P + L->va.b, f->hva, R, L->u, 2 * H,
                                 DQN_ACT_RELU));
-    DQN_TRY(OPS->heads_fwd(be, f->hva, P + L->v2.W, P + L->v2.b, P + L->a2.W, P + L->a2.b, f->V,
+    DQN_TRY(be->ops->heads_fwd(be, f->hva, P + L->v2.W, P + L->v2.b, P + L->a2.W, P + L->a2.b, f->V,
                            f->Adv, f->Z, R, H, &a->br));
     SLOT(hm, value, f->V, hR);
     SLOT(hm, adv, f->Adv, hR * A);
@@ -208,13 +190,13 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
 
 /* The side branch's ops (backends/ops.def), no-ops on a backend without one (it runs in order). */
 static dqn_status side_begin(dqn_backend *be) {
-    return OPS->side_begin ? OPS->side_begin(be) : DQN_OK;
+    return be->ops->side_begin ? be->ops->side_begin(be) : DQN_OK;
 }
 static dqn_status side_end(dqn_backend *be) {
-    return OPS->side_end ? OPS->side_end(be) : DQN_OK;
+    return be->ops->side_end ? be->ops->side_end(be) : DQN_OK;
 }
 static dqn_status side_join(dqn_backend *be) {
-    return OPS->side_join ? OPS->side_join(be) : DQN_OK;
+    return be->ops->side_join ? be->ops->side_join(be) : DQN_OK;
 }
 
 /* A layer's backward with its weight gradient (and bias gradient) on the side branch where the
@@ -225,12 +207,12 @@ static dqn_status side_join(dqn_backend *be) {
 static dqn_status lin_bwd_at(dqn_backend *be, const float *X, const float *W, int ldw, int ld,
                              const float *dY, float *dX, int acc, float *dW, float *db, int M,
                              int K, int N) {
-    if (!OPS->side_begin || !OPS->side_dw || !OPS->side_dw(be, M, K, N))
-        return ld ? OPS->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, dW, db, M, K, N)
-                  : OPS->linear_bwd(be, X, W, dY, dX, dW, db, M, K, N);
-    if (dX) DQN_TRY(OPS->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, NULL, NULL, M, K, N));
+    if (!be->ops->side_begin || !be->ops->side_dw || !be->ops->side_dw(be, M, K, N))
+        return ld ? be->ops->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, dW, db, M, K, N)
+                  : be->ops->linear_bwd(be, X, W, dY, dX, dW, db, M, K, N);
+    if (dX) DQN_TRY(be->ops->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, NULL, NULL, M, K, N));
     DQN_TRY(side_begin(be));
-    DQN_TRY(OPS->linear_ld_bwd(be, X, W, ldw, dY, NULL, 0, dW, db, M, K, N));
+    DQN_TRY(be->ops->linear_ld_bwd(be, X, W, ldw, dY, NULL, 0, dW, db, M, K, N));
     return side_end(be);
 }
 
@@ -251,18 +233,17 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     const dqn_arch *a = &L->arch;
     int d = a->d, H = a->head_hidden, R = B * T, U = L->u, A = a->br.A;
     const float *u = a->bottleneck > 0 ? f->u : f->z;
-    DQN_TRY(OPS->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
+    DQN_TRY(be->ops->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
     SLOT(hm, d_value, w->dV, R);
     SLOT(hm, d_adv, w->dAdv, (size_t)R * A);
     /* SPEC 4: the whole-batch L2 norms of d_value_logits and d_adv_logits; heads_bwd applies
      * the clip as it reads them (dV and dAdv stay unclipped). In guard mode the norms' op runs
      * their clamp as it reads them (model_health.c). */
     const float clip = head_grad_clip > 0 ? head_grad_clip : 0.0f;
-    const int guarded = hm && hm->h.mode == DQN_HEALTH_GUARD;
     if (clip > 0)
-        DQN_TRY(OPS->l2_norm2(be, w->dV, (size_t)R, w->dAdv, (size_t)R * A, w->norms,
-                              guarded && hm->h.heads_hosted ? hm->h.plan_heads : NULL));
-    DQN_TRY(OPS->heads_bwd(be, f->hva, P + L->v2.W, P + L->a2.W, w->dV, w->dAdv,
+        DQN_TRY(be->ops->l2_norm2(be, w->dV, (size_t)R, w->dAdv, (size_t)R * A, w->norms,
+                                  PLAN(hm, d_adv)));
+    DQN_TRY(be->ops->heads_bwd(be, f->hva, P + L->v2.W, P + L->a2.W, w->dV, w->dAdv,
                            clip > 0 ? w->norms : NULL, clip, w->dhva, G + L->va.b, G + L->v2.W,
                            G + L->v2.b, G + L->a2.W, G + L->a2.b, R, H, A));
     /* the stacked v1/a1 layer (its bias gradient came with dhva): one GEMM gives du, the sum of
@@ -272,14 +253,13 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     const float *h = f->h[a->grn_blocks];
     const int bn = a->bottleneck > 0, split = bn && f->split;
     if (split) {
-        DQN_TRY(OPS->relu_bwd_tausum(be, f->u, w->du, w->dus, B, T, U,
-                                     guarded && hm->h.dcat_hosted ? hm->h.plan_dcat : NULL));
+        DQN_TRY(be->ops->relu_bwd_tausum(be, f->u, w->du, w->dus, B, T, U, PLAN(hm, d_concat)));
         SLOT(hm, d_concat, w->dus, (size_t)B * U);
         DQN_TRY(lin_ld_bwd(be, f->z, P + L->bn.W, 2 * d, w->du, w->dz, 0, G + L->bn.W, NULL, R,
                            d, U));
         SLOT(hm, d_z, w->dz, (size_t)R * d);
     } else if (bn) {
-        DQN_TRY(OPS->relu_bwd(be, f->u, w->du, w->du, (size_t)R * U));
+        DQN_TRY(be->ops->relu_bwd(be, f->u, w->du, w->du, (size_t)R * U));
         DQN_TRY(lin_bwd(be, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W, G + L->bn.b, R,
                         2 * d, U));
         SLOT(hm, d_concat, w->dcat, (size_t)R * 2 * d);
@@ -291,9 +271,8 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
      * read dphi once more (the same bits either way on the CPU) */
     float *phi_b = (size_t)R * (size_t)d >= PHI_BIAS_IN_IQN_ELEMS ? G + L->phi.b : NULL;
     /* d_z's check (and in guard mode with the split, its clamp) as iqn_bwd reads it */
-    const int hosts = !(bn && !split) && hm && hm->h.mode != DQN_HEALTH_OFF;
-    const void *hplan = hosts ? hm->h.plan_dz : NULL;
-    DQN_TRY(OPS->iqn_bwd(be, bn && !split ? w->dcat : NULL, h, f->phi, bn ? w->dz : w->du, w->dh,
+    const void *hplan = PLAN(hm, d_z);
+    DQN_TRY(be->ops->iqn_bwd(be, bn && !split ? w->dcat : NULL, h, f->phi, bn ? w->dz : w->du, w->dh,
                          w->dphi, phi_b, B, T, d, hplan));
     if (bn && !split) SLOT(hm, d_z, w->dz, (size_t)R * d);
     /* split: the h half adds dus W_bn[:, d:2d] to dh; its weight and b_bn gradients from dus */
@@ -313,13 +292,13 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
         /* LayerNorm and gate: the residual's gradient w.r.t. h into dh_in[l], the gate's into
          * dg; fc1's input gradient is then added to it by its GEMM (the residual's sum). The
          * last block reads d_trunk: in guard mode it runs d_trunk's clamp first. */
-        const int ht = guarded && hm->h.dtrunk_hosted && l == a->grn_blocks - 1;
-        DQN_TRY(OPS->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
+        const void *ht = l == a->grn_blocks - 1 ? PLAN(hm, d_trunk) : NULL;
+        DQN_TRY(be->ops->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
                                      dout, w->dh_in[l], w->dg, G + g->gamma, G + g->beta, B, d,
-                                     ht ? hm->h.plan_dtrunk : NULL));
+                                     ht));
         DQN_TRY(lin_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b, B, d,
                         2 * d));
-        DQN_TRY(OPS->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
+        DQN_TRY(be->ops->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
         DQN_TRY(lin_ld_bwd(be, f->h[l], P + g->a.W, d, w->de, w->dh_in[l], 1, G + g->a.W,
                            G + g->a.b, B, d, d));
         SLOT(hm, grn_din[l], w->dh_in[l], (size_t)B * d);
@@ -327,9 +306,7 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     }
     DQN_TRY(lin_bwd(be, x, P + L->in.W, dout, NULL, G + L->in.W, G + L->in.b, B, a->obs_dim, d));
     DQN_TRY(side_join(be));
-    if (hm && hm->h.mode != DQN_HEALTH_OFF)
-        for (int k = 0; k < L->n_tensors; k++)
-            SLOT(hm, grad[k], G + L->t[k].offset, L->t[k].size);
+    for (int k = 0; hm && k < L->n_tensors; k++) SLOT(hm, grad[k], G + L->t[k].offset, L->t[k].size);
     return DQN_OK;
 }
 
@@ -396,15 +373,15 @@ dqn_status dqn_model_init_weights(dqn_model *m, uint64_t seed) {
     float *host = malloc(n * sizeof *host);
     if (!host) return DQN_ERR(DQN_ERR_NOMEM, "%zu parameters", n);
     dqn_layout_init_params(&m->L, seed, host);
-    dqn_status s = OPS->h2d(be, m->params, host, n * sizeof *host);
+    dqn_status s = be->ops->h2d(be, m->params, host, n * sizeof *host);
     free(host);
     DQN_TRY(s);
-    DQN_TRY(OPS->d2d(be, m->target, m->params, n * sizeof(float)));
-    DQN_TRY(OPS->fill(be, m->adam_m, 0.0f, n));
-    DQN_TRY(OPS->fill(be, m->adam_v, 0.0f, n));
-    DQN_TRY(OPS->fill(be, m->grads, 0.0f, n));
+    DQN_TRY(be->ops->d2d(be, m->target, m->params, n * sizeof(float)));
+    DQN_TRY(be->ops->fill(be, m->adam_m, 0.0f, n));
+    DQN_TRY(be->ops->fill(be, m->adam_v, 0.0f, n));
+    DQN_TRY(be->ops->fill(be, m->grads, 0.0f, n));
     uint64_t zero = 0;
-    return OPS->h2d(be, m->step, &zero, sizeof zero);
+    return be->ops->h2d(be, m->step, &zero, sizeof zero);
 }
 
 /* ---------------------------------------------------------------- the update's stages */
@@ -427,21 +404,14 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
         /* one online pass over [x; x'] with [tau; tau_k] (adjacent buffers): its first B*N rows
          * are the online net on x (the backward reads that prefix), the rest pick a* */
         DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, 2 * B, c->N, B, hm));
-        DQN_TRY(OPS->q_argmax(be, m->f_on.Z + (size_t)B * c->N * br->A, NULL, m->astar, B, c->K,
+        DQN_TRY(be->ops->q_argmax(be, m->f_on.Z + (size_t)B * c->N * br->A, NULL, m->astar, B, c->K,
                               br));
     } else {
         DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N, B, hm));
         DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, 0, NULL));
-        DQN_TRY(OPS->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
+        DQN_TRY(be->ops->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
     }
     return side_join(be);
-}
-
-/* A fault aimed at y must be in place before the loss reads it: the targets' op apart. */
-static int y_faulted(const dqn_model *hm) {
-    for (int i = 0; hm && hm->h.mode != DQN_HEALTH_OFF && i < hm->h.n_faults; i++)
-        if (hm->h.faults[i].slot == hm->h.tab.y) return 1;
-    return 0;
 }
 
 /* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ, one op
@@ -454,19 +424,19 @@ static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
     int B = c->B;
     const size_t ny = (size_t)B * (c->mode == DQN_TARGET_MEAN ? 1 : br->D) * c->Nt;
     float *w = m->per ? m->w : NULL, *ps = m->per ? m->ps : NULL;
-    if (OPS->targets_huber && !y_faulted(hm)) {
+    if (be->ops->targets_huber && !SEAM(hm, y)) {
         const dqn_target_io t = {m->f_tgt.Z, m->astar, m->R, m->disc, m->y};
-        DQN_TRY(OPS->targets_huber(be, &t, m->f_on.Z, m->tau, m->act, w, m->loss, m->bw.dZ, ps,
+        DQN_TRY(be->ops->targets_huber(be, &t, m->f_on.Z, m->tau, m->act, w, m->loss, m->bw.dZ, ps,
                                    B, c->N, c->Nt, br, c->mode, c->kappa));
         SLOT(hm, y, m->y, ny);
     } else {
-        DQN_TRY(OPS->iqn_targets(be, m->f_tgt.Z, m->astar, m->R, m->disc, m->y, B, c->Nt, br,
+        DQN_TRY(be->ops->iqn_targets(be, m->f_tgt.Z, m->astar, m->R, m->disc, m->y, B, c->Nt, br,
                                  c->mode));
         SLOT(hm, y, m->y, ny);
-        DQN_TRY(OPS->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, w, m->loss, m->bw.dZ,
+        DQN_TRY(be->ops->quantile_huber(be, m->f_on.Z, m->tau, m->act, m->y, w, m->loss, m->bw.dZ,
                                     ps, B, c->N, c->Nt, br, c->mode, c->kappa));
     }
-    if (m->per) DQN_TRY(OPS->per_update(be, m->per, m->idx, m->ps, B));
+    if (m->per) DQN_TRY(be->ops->per_update(be, m->per, m->idx, m->ps, B));
     SLOT(hm, loss, m->loss, 1);
     SLOT(hm, dZ, m->bw.dZ, (size_t)B * c->N * br->A);
     return DQN_OK;
@@ -486,10 +456,10 @@ static dqn_status stage_optimizer(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
     size_t n = m->L.n_params;
-    DQN_TRY(OPS->l2_norm(be, m->grads, n, m->gnorm));
+    DQN_TRY(be->ops->l2_norm(be, m->grads, n, m->gnorm));
     SLOT(hm, grad_norm, m->gnorm, 1);
     if (hm) return dqn_model_health_commit(m);
-    return OPS->adam_target_step(be, m->params, m->grads, m->adam_m, m->adam_v, m->target, n, c->lr,
+    return be->ops->adam_target_step(be, m->params, m->grads, m->adam_m, m->adam_v, m->target, n, c->lr,
                                  c->beta1, c->beta2, c->adam_eps, c->weight_decay, m->gnorm,
                                  c->grad_clip, c->tau_target > 0 ? 0 : c->target_period,
                                  c->tau_target, m->step, NULL);
@@ -520,10 +490,10 @@ static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
     const dqn_sample_dst dst = {m->idx, m->act, m->x, m->xn, m->R, m->disc};
     const dqn_draws taus = taus_of(m);
     if (rv->per) {
-        DQN_TRY(OPS->per_sample(be, rv->per, m->idx, m->w, m->ucfg.B, m->ucfg.seed, m->step));
+        DQN_TRY(be->ops->per_sample(be, rv->per, m->idx, m->w, m->ucfg.B, m->ucfg.seed, m->step));
         src.idx = m->idx;
     }
-    return OPS->sample_draws(be, &src, &dst, m->ucfg.B, &taus, m->ucfg.seed, m->step);
+    return be->ops->sample_draws(be, &src, &dst, m->ucfg.B, &taus, m->ucfg.seed, m->step);
 }
 
 /* The taus alone (the batch is already in place): the same draws as record_sample's. */
@@ -557,7 +527,7 @@ static int stages_of(const dqn_model *m, stage_fn *st) {
 }
 
 static dqn_status record_update(dqn_model *m, const dqn_replay_view *rv) {
-    dqn_model *hm = m->h.mode != DQN_HEALTH_OFF ? m : NULL;
+    dqn_model *hm = dqn_model_probe(m);
     m->per = rv ? rv->per : NULL;
     if (rv) DQN_TRY(record_sample(m, rv));
     else DQN_TRY(record_taus(m));
@@ -573,28 +543,28 @@ dqn_status dqn_model_update_loaded(dqn_model *m) { return record_update(m, NULL)
  * into one executable graph. */
 static dqn_status capture_update(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
-    dqn_model *hm = m->h.mode != DQN_HEALTH_OFF ? m : NULL;
+    dqn_model *hm = dqn_model_probe(m);
     stage_fn st[MAX_STAGES];
     int n = stages_of(m, st);
     void *child[MAX_STAGES] = {NULL};
     dqn_status s = DQN_OK;
     m->per = rv->per;
     for (int k = 0; k < n && s == DQN_OK; k++) {
-        if ((s = OPS->capture_begin(be)) != DQN_OK) break;
+        if ((s = be->ops->capture_begin(be)) != DQN_OK) break;
         if (k == 0) s = record_sample(m, rv);
         if (s == DQN_OK) s = st[k](m, hm);
-        dqn_status e = OPS->capture_end(be, &child[k]);
+        dqn_status e = be->ops->capture_end(be, &child[k]);
         if (s == DQN_OK) s = e;
     }
-    if (s == DQN_OK) s = OPS->graph_compose(be, child, n, &m->graph_exec);
+    if (s == DQN_OK) s = be->ops->graph_compose(be, child, n, &m->graph_exec);
     for (int j = 0; j < n; j++)
-        if (child[j]) OPS->graph_destroy(be, child[j], 0);
+        if (child[j]) be->ops->graph_destroy(be, child[j], 0);
     return s;
 }
 
 dqn_status dqn_model_update(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
-    if (!OPS->capture_begin) return record_update(m, rv);
+    if (!be->ops->capture_begin) return record_update(m, rv);
     if (!m->graph_exec) DQN_TRY(capture_update(m, rv));
-    return OPS->graph_launch(be, m->graph_exec);
+    return be->ops->graph_launch(be, m->graph_exec);
 }

@@ -154,8 +154,21 @@ dqn_status dqn_model_health_reset(dqn_model *m);
  * optimizer's settings are baked into the plans at create), keeping the health block; drops a
  * captured update. */
 dqn_status dqn_model_health_replan(dqn_model *m);
-/* A slot's buffer was just written: inject its faults; run the inline check it triggers. */
-dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n);
+/* The questions the update's ops ask the health subsystem, about one slot of the table. hp is
+ * the model whose health state answers, NULL (or health off) for a pass nobody watches: then
+ * nothing happens and every answer is no. */
+/* The slot's buffer was just written: inject its faults; run the inline check it triggers. */
+dqn_status dqn_probe_slot(dqn_model *hp, int slot, float *buf, size_t n);
+/* 1 if something must reach the slot's buffer before the next op reads it (a fault lands
+ * there): a fused op must then run as its parts, stopping at the slot. */
+int dqn_probe_seam(const dqn_model *hp, int slot);
+/* The check (a health plan) the op at the slot runs itself as it reads or writes the buffer, or
+ * NULL: the op hosts none. */
+const void *dqn_probe_plan(const dqn_model *hp, int slot);
+/* The slot table of hp's update (NULL when hp is) */
+const dqn_health_table *dqn_probe_table(const dqn_model *hp);
+/* m when its health is on, else NULL: the hp its update's ops pass on */
+dqn_model *dqn_model_probe(dqn_model *m);
 /* The optimizer step with the checks of every slot that is not checked inline, the bookkeeping
  * and the update's resolution, in one op (the commit plan). */
 dqn_status dqn_model_health_commit(dqn_model *m);

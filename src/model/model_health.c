@@ -16,8 +16,6 @@
 #include "core/error.h"
 #include "model/model.h"
 
-#define OPS (be->ops)
-
 /* From this many d_z elements (8 MiB) iqn_bwd scans d_z as it reads it, in place of the commit's
  * re-read; below, the scan's double sums lengthen iqn_bwd's per-thread chains more than the
  * commit's scan costs (H200: cartpole B = 256, 0.5M elements, +2 us in both modes; neutral at
@@ -92,7 +90,7 @@ static dqn_status make_plan(dqn_model *m, plan_build *p, int commit, int defer, 
             if (inl[k]) deferred[d.n_deferred++] = inl[k];
         d.deferred = deferred;
     }
-    return OPS->health_plan(be, &d, out);
+    return be->ops->health_plan(be, &d, out);
 }
 
 /* Byte offsets of the backup / snapshot buffer. */
@@ -125,7 +123,7 @@ dqn_status dqn_model_health_reset(dqn_model *m) {
         host->tot[s].first_event_update = -1;
         host->cur[s].first_index = DQN_HEALTH_NO_INDEX;
     }
-    dqn_status s = OPS->h2d(be, m->h.blk, host, sizeof *host);
+    dqn_status s = be->ops->h2d(be, m->h.blk, host, sizeof *host);
     free(host);
     return s;
 }
@@ -145,11 +143,11 @@ dqn_status dqn_model_health_create(dqn_model *m) {
         DQN_TRY(dqn_fault_parse(c->fault, &h->tab, h->faults, &h->n_faults));
     }
     if (h->mode == DQN_HEALTH_OFF) return DQN_OK;
-    DQN_TRY(OPS->alloc(be, (void **)&h->blk, sizeof *h->blk));
+    DQN_TRY(be->ops->alloc(be, (void **)&h->blk, sizeof *h->blk));
     DQN_TRY(dqn_model_health_reset(m));
     snapshot_layout(m);
-    DQN_TRY(OPS->alloc(be, (void **)&h->backup, h->snap_bytes));
-    DQN_TRY(OPS->alloc(be, (void **)&h->snap, h->snap_bytes));
+    DQN_TRY(be->ops->alloc(be, (void **)&h->backup, h->snap_bytes));
+    DQN_TRY(be->ops->alloc(be, (void **)&h->snap, h->snap_bytes));
     return build_plans(m);
 }
 
@@ -192,8 +190,8 @@ static dqn_status build_plans(dqn_model *m) {
      * plan for it (model.c); else the commit reads them back with the rest */
     const int joint = c->K == c->N;
     const dqn_backend *be = m->be;
-    const int hosted = OPS->iqn_embed_hosts &&
-                       OPS->iqn_embed_hosts(m->be, joint ? 2 * c->B : c->B, c->N, a->n_cos, a->d);
+    const int hosted = be->ops->iqn_embed_hosts &&
+                       be->ops->iqn_embed_hosts(m->be, joint ? 2 * c->B : c->B, c->N, a->n_cos, a->d);
     if (hosted) {
         add_check(p, check_of(m, t->phi, m->f_on.phi, R * d));
         add_check(p, check_of(m, t->z, m->f_on.z, R * d));
@@ -357,28 +355,52 @@ void dqn_model_health_destroy(dqn_model *m) {
     dqn_backend *be = m->be;
     dqn_model_health *h = &m->h;
     free_plans(m);
-    if (h->blk) OPS->free(be, h->blk);
-    if (h->backup) OPS->free(be, h->backup);
-    if (h->snap) OPS->free(be, h->snap);
+    if (h->blk) be->ops->free(be, h->blk);
+    if (h->backup) be->ops->free(be, h->backup);
+    if (h->snap) be->ops->free(be, h->snap);
     memset(h, 0, sizeof *h);
 }
 
-dqn_status dqn_model_health_slot(dqn_model *m, int slot, float *buf, size_t n) {
-    dqn_backend *be = m->be;
-    dqn_model_health *h = &m->h;
-    if (slot < 0) return DQN_OK;
+static int watching(const dqn_model *hp) { return hp && hp->h.mode != DQN_HEALTH_OFF; }
+
+dqn_model *dqn_model_probe(dqn_model *m) { return watching(m) ? m : NULL; }
+
+const dqn_health_table *dqn_probe_table(const dqn_model *hp) { return hp ? &hp->h.tab : NULL; }
+
+dqn_status dqn_probe_slot(dqn_model *hp, int slot, float *buf, size_t n) {
+    if (!watching(hp) || slot < 0) return DQN_OK;
+    dqn_backend *be = hp->be;
+    dqn_model_health *h = &hp->h;
     /* (the parameters' faults are the commit's: it writes them) */
     for (int f = 0; f < h->n_faults; f++)
         if (h->faults[f].slot == slot)
-            DQN_TRY(OPS->health_fault(be, buf, n, m->step, h->faults[f].at, h->faults[f].kind));
+            DQN_TRY(be->ops->health_fault(be, buf, n, hp->step, h->faults[f].at,
+                                          h->faults[f].kind));
     const dqn_health_table *t = &h->tab;
     if (h->mode != DQN_HEALTH_GUARD) return DQN_OK;
-    /* (the hosted ones run in the ops next to their slots: model.c) */
-    if (slot == t->d_adv && !h->heads_hosted) return OPS->health_check(be, h->plan_heads);
-    if (slot == t->d_concat && !h->dcat_hosted) return OPS->health_check(be, h->plan_dcat);
-    if (slot == t->d_trunk && !h->dtrunk_hosted) return OPS->health_check(be, h->plan_dtrunk);
-    if (slot == t->grn_din[0]) return OPS->health_check(be, h->plan_dtrunk_out);
+    /* (the hosted ones run in the ops next to their slots: dqn_probe_plan) */
+    if (slot == t->d_adv && !h->heads_hosted) return be->ops->health_check(be, h->plan_heads);
+    if (slot == t->d_concat && !h->dcat_hosted) return be->ops->health_check(be, h->plan_dcat);
+    if (slot == t->d_trunk && !h->dtrunk_hosted) return be->ops->health_check(be, h->plan_dtrunk);
+    if (slot == t->grn_din[0]) return be->ops->health_check(be, h->plan_dtrunk_out);
     return DQN_OK;
+}
+
+int dqn_probe_seam(const dqn_model *hp, int slot) {
+    return watching(hp) && slot >= 0 && faulted(&hp->h, slot);
+}
+
+const void *dqn_probe_plan(const dqn_model *hp, int slot) {
+    if (!watching(hp) || slot < 0) return NULL;
+    const dqn_model_health *h = &hp->h;
+    const dqn_health_table *t = &h->tab;
+    int guard = h->mode == DQN_HEALTH_GUARD;
+    if (slot == t->phi || slot == t->z) return h->plan_embed;
+    if (slot == t->d_z) return h->plan_dz;
+    if (slot == t->d_value || slot == t->d_adv) return guard && h->heads_hosted ? h->plan_heads : NULL;
+    if (slot == t->d_concat) return guard && h->dcat_hosted ? h->plan_dcat : NULL;
+    if (slot == t->d_trunk) return guard && h->dtrunk_hosted ? h->plan_dtrunk : NULL;
+    return NULL;
 }
 
 dqn_status dqn_model_health_commit(dqn_model *m) {
@@ -397,15 +419,15 @@ dqn_status dqn_model_health_load_snapshot(dqn_model *m, const void *host, uint64
     const unsigned char *p = host;
     size_t pb = m->L.n_params * sizeof(float), B = (size_t)m->ucfg.B;
     size_t ob = B * (size_t)m->L.arch.obs_dim * sizeof(float);
-    DQN_TRY(OPS->h2d(be, m->params, p + h->off_params, pb));
-    DQN_TRY(OPS->h2d(be, m->target, p + h->off_target, pb));
-    DQN_TRY(OPS->h2d(be, m->adam_m, p + h->off_m, pb));
-    DQN_TRY(OPS->h2d(be, m->adam_v, p + h->off_v, pb));
-    DQN_TRY(OPS->h2d(be, h->blk->isv, p + h->off_isv, sizeof h->blk->isv));
-    DQN_TRY(OPS->h2d(be, m->x, p + h->off_x, ob));
-    DQN_TRY(OPS->h2d(be, m->xn, p + h->off_xn, ob));
-    DQN_TRY(OPS->h2d(be, m->R, p + h->off_R, B * sizeof(float)));
-    DQN_TRY(OPS->h2d(be, m->disc, p + h->off_disc, B * sizeof(float)));
-    DQN_TRY(OPS->h2d(be, m->act, p + h->off_act, B * (size_t)m->L.arch.br.D * sizeof(int32_t)));
-    return OPS->h2d(be, m->step, &update, sizeof update);
+    DQN_TRY(be->ops->h2d(be, m->params, p + h->off_params, pb));
+    DQN_TRY(be->ops->h2d(be, m->target, p + h->off_target, pb));
+    DQN_TRY(be->ops->h2d(be, m->adam_m, p + h->off_m, pb));
+    DQN_TRY(be->ops->h2d(be, m->adam_v, p + h->off_v, pb));
+    DQN_TRY(be->ops->h2d(be, h->blk->isv, p + h->off_isv, sizeof h->blk->isv));
+    DQN_TRY(be->ops->h2d(be, m->x, p + h->off_x, ob));
+    DQN_TRY(be->ops->h2d(be, m->xn, p + h->off_xn, ob));
+    DQN_TRY(be->ops->h2d(be, m->R, p + h->off_R, B * sizeof(float)));
+    DQN_TRY(be->ops->h2d(be, m->disc, p + h->off_disc, B * sizeof(float)));
+    DQN_TRY(be->ops->h2d(be, m->act, p + h->off_act, B * (size_t)m->L.arch.br.D * sizeof(int32_t)));
+    return be->ops->h2d(be, m->step, &update, sizeof update);
 }
