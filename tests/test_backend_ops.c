@@ -24,6 +24,7 @@
 #include "check.h"
 #include "dqn_philox.h"
 #include "op_registry.h"
+#include "replay/sumtree.h"
 
 /* bounds: NMSE = sum (got - want)^2 / sum want^2 */
 #define EXACT 0.0
@@ -741,11 +742,18 @@ static void c_rand_index(tc *t) {
     if (!t->ref) return;
     double *w = want(t, idx);
     uint64_t base = RAND_CASES[c].step * RAND_CASES[c].stride;
-    for (size_t j = 0; j < n; j++)
+    double hist[16] = {0}, chi = 0;
+    for (size_t j = 0; j < n; j++) {
         w[j] = dqn_philox_below(RAND_CASES[c].seed, RAND_CASES[c].stream, base + j,
                                 RAND_CASES[c].size);
+        if (RAND_CASES[c].size == 16) hist[(int)w[j]]++;
+    }
+    /* a large draw below 16: uniform by chi-square (15 degrees of freedom, 0.999 quantile) */
+    for (int b = 0; b < 16 && n >= 100000 && RAND_CASES[c].size == 16; b++)
+        chi += pow(hist[b] - n / 16.0, 2) / (n / 16.0);
+    CHECK(chi < 37.7, "%s: chi-square %.1f over 16 bins", t->where, chi);
     const uint32_t *zero = in_u32(t, 0);
-    REFUSE(t, rand_index, idx, n, 1, 1, step, 1, zero);
+    REFUSE(t, rand_index, (int32_t *)tmp_f(t, n), n, 1, 1, step, 1, zero);
 }
 
 /* s: rows row_len n */
@@ -898,6 +906,111 @@ static void c_sample_draws(tc *t) {
     if (!t->ref) return;
     ref_sample(t, &s, B, 5, (uint64_t)t->s[3]);
     ref_draws(t, &d, 5, (uint64_t)t->s[3]);
+}
+
+/* ======================= prioritised replay ======================= */
+
+/* A sum-tree of L leaves (the least power of two >= cap) over size rows: leaf priorities uniform
+ * in [0.01, 2), zero past size, every parent left + right, node 0 above the largest leaf (a
+ * larger priority given earlier) */
+static dqn_per make_per(tc *t, int cap, int size) {
+    dqn_per per = {.cap = cap, .alpha = 0.6f, .beta0 = 0.4f, .eps = 1e-6f, .beta_updates = 50};
+    per.leaves = dqn_per_leaves(cap);
+    const int L = per.leaves;
+    per.tree = in_f(t, 2 * (size_t)L, 0.01, 2);
+    float *h = hf(t, per.tree), most = 0;
+    for (int i = 0; i < L; i++) h[L + i] = i < size ? h[L + i] : 0.0f;
+    for (int i = 0; i < size; i++) most = fmaxf(most, h[L + i]);
+    for (int k = L - 1; k >= 1; k--) h[k] = h[2 * k] + h[2 * k + 1];
+    h[0] = 1.25f * most;
+    resync(t, per.tree);
+    per.size = in_u32(t, (uint32_t)size);
+    return per;
+}
+
+/* every parent of tree (L leaves) recomputed as left + right, bottom up, into want */
+static void want_tree(tc *t, const dqn_per *per, float *tree) {
+    const int L = per->leaves;
+    for (int k = L - 1; k >= 1; k--) tree[k] = tree[2 * k] + tree[2 * k + 1];
+    double *w = want(t, per->tree);
+    for (int k = 0; k < 2 * L; k++) w[k] = tree[k];
+}
+
+/* s: cap size B step (beta anneals over 50 updates) */
+static void c_per_sample(tc *t) {
+    int cap = t->s[0], size = t->s[1], B = t->s[2];
+    uint64_t st = (uint64_t)t->s[3];
+    dqn_per per = make_per(t, cap, size);
+    const uint64_t *step = in_u64(t, st);
+    int32_t *idx = out_i(t, "idx", (size_t)B);
+    float *w = out_f(t, "w", (size_t)B);
+    OP(t, per_sample, &per, idx, w, B, 17, step);
+    if (!t->ref) return;
+    const float *tree = hf(t, per.tree);
+    double *wi = want(t, idx), *ww = want(t, w);
+    float p_min = INFINITY;
+    for (int j = 0; j < B; j++) {
+        float u = dqn_philox_uniform(17, DQN_STREAM_REPLAY, st * (uint64_t)B + (uint64_t)j);
+        int32_t i =
+            dqn_per_descend(tree, per.leaves, dqn_per_target(j, B, u, tree[1]), (uint32_t)size);
+        wi[j] = i;
+        p_min = fminf(p_min, tree[per.leaves + i]);
+    }
+    float beta = dqn_per_beta(st, per.beta0, per.beta_updates);
+    for (int j = 0; j < B; j++) ww[j] = dqn_per_weight(tree[per.leaves + (int)wi[j]], p_min, beta);
+    dqn_per bad = per;
+    bad.leaves = 3 * per.leaves;   /* not a power of two */
+    REFUSE(t, per_sample, &bad, (int32_t *)tmp_f(t, (size_t)B), tmp_f(t, (size_t)B), B, 17, step);
+}
+
+/* s: cap size B. Rows 0 and 1 of the batch name the same row (the larger priority wins), row 2's
+ * loss is NaN and row 3's negative (both the least priority), row 4's above every priority so far
+ * (node 0 rises). */
+static void c_per_update(tc *t) {
+    int cap = t->s[0], size = t->s[1], B = t->s[2];
+    dqn_per per = make_per(t, cap, size);
+    make_out(t, per.tree, "tree");
+    int32_t *idx = in_i(t, (size_t)B, (uint32_t)size);
+    float *loss = in_f(t, (size_t)B, 0, 4), *hl = hf(t, loss);
+    hi(t, idx)[1] = hi(t, idx)[0];
+    hl[2] = NAN, hl[3] = -1.0f, hl[4] = 1e3f;
+    resync(t, idx);
+    resync(t, loss);
+    OP(t, per_update, &per, idx, loss, B);
+    if (!t->ref) return;
+    const int L = per.leaves;
+    float *tree = reg_xmalloc(2 * (size_t)L * sizeof(float));
+    memcpy(tree, hf(t, per.tree), 2 * (size_t)L * sizeof(float));
+    for (int j = 0; j < B; j++) {   /* first the batch's priorities, then the largest of repeats */
+        int32_t i = hi(t, idx)[j];
+        float p = dqn_per_priority(hl[j], per.alpha, per.eps);
+        int first = 1;
+        for (int k = 0; k < j; k++) first &= hi(t, idx)[k] != i;
+        tree[L + i] = first ? p : fmaxf(tree[L + i], p);
+        tree[0] = fmaxf(tree[0], p);
+    }
+    want_tree(t, &per, tree);
+    free(tree);
+    int32_t *bad = in_i(t, (size_t)B, (uint32_t)size);
+    hi(t, bad)[0] = cap;
+    resync(t, bad);
+    REFUSE(t, per_update, &per, bad, loss, B);
+}
+
+/* s: cap size pos n (the rows from pos wrap past cap) */
+static void c_per_insert(tc *t) {
+    int cap = t->s[0], size = t->s[1], pos = t->s[2], n = t->s[3];
+    dqn_per per = make_per(t, cap, size);
+    make_out(t, per.tree, "tree");
+    OP(t, per_insert, &per, pos, n);
+    if (!t->ref) return;
+    const int L = per.leaves;
+    float *tree = reg_xmalloc(2 * (size_t)L * sizeof(float));
+    memcpy(tree, hf(t, per.tree), 2 * (size_t)L * sizeof(float));
+    for (int j = 0; j < n; j++) tree[L + (pos + j) % cap] = tree[0];
+    want_tree(t, &per, tree);
+    free(tree);
+    REFUSE(t, per_insert, &per, cap, 1);
 }
 
 /* ======================= fused ops ======================= */
@@ -1705,9 +1818,23 @@ static const row ROWS[] = {
      .nmse = EXACT,
      .nmse_dev = EXACT,
      .flags = SEQ},
-    {.op = "per_sample", .elsewhere = "tests/test_per.c (CPU) and tests/test_gpu_per.c (CUDA)"},
-    {.op = "per_update", .elsewhere = "tests/test_per.c (CPU) and tests/test_gpu_per.c (CUDA)"},
-    {.op = "per_insert", .elsewhere = "tests/test_per.c (CPU) and tests/test_gpu_per.c (CUDA)"},
+    {.op = "per_sample",
+     .run = c_per_sample,
+     SHAPES(S(1, 1, 3, 0), S(7, 5, 8, 3), S(1000, 700, 256, 10), S(1000, 1000, 64, 60),
+            S(1024, 513, 37, 49), S(100000, 65537, 64, 7)),
+     .nmse = EXACT,
+     .nmse_dev = DEV_EW},
+    {.op = "per_update",
+     .run = c_per_update,
+     SHAPES(S(7, 5, 6), S(1000, 700, 256), S(1024, 1024, 37), S(100000, 65537, 64)),
+     .nmse = EXACT,
+     .nmse_dev = DEV_EW},
+    {.op = "per_insert",
+     .run = c_per_insert,
+     SHAPES(S(7, 5, 5, 0), S(7, 5, 5, 4), S(1000, 700, 700, 64), S(1000, 1000, 990, 37),
+            S(1024, 0, 0, 1024), S(100000, 65537, 99990, 64)),
+     .nmse = EXACT,
+     .nmse_dev = DEV_EW},
     {.op = "rand_uniform_multi",
      .run = c_rand_uniform_multi,
      SHAPES(S(12, 8, 8, 1, 0), S(64, 32, 32, 32, 41), S(3, 5, 7, 2, 9)),
