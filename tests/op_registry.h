@@ -1,21 +1,21 @@
 /* The op test registry's harness (tests/test_backend_ops.c holds the rows and the driver).
  *
- * A case is one function per op, written once for every backend: it makes its inputs (in_*,
- * the same values on every backend: each is drawn from the row, the shape and the buffer's
- * position), its outputs (out_*, poisoned with NaN / -1 so that an unwritten element fails;
- * io_*: an input the op overwrites, compared after the op), calls the op through the table
- * (OP), and then:
+ * A case is one function per op, written once for every backend: it makes its inputs (in_*),
+ * its outputs (out_*, poisoned with NaN / -1 so that an unwritten element fails; io_*: an input
+ * the op overwrites, compared after the op), calls the op through the table (OP), and then:
  *   - when t->ref is set (the CPU run), writes the reference of each output into want(t, out)
  *     from the pristine inputs (hf / hi: the values as made, whatever the op did to them), with
  *     double accumulators;
  *   - when t->seq is set, calls the sequence the op stands for instead of the op (a fused op
  *     whose contract says bit-identical): the driver then compares every output bit for bit;
  *   - REFUSE: argument checks (CPU run only) that the op returns DQN_ERR_ARG and names itself.
+ * Inputs are drawn from the row's op name, the shape's index and the buffer's position, so the
+ * same case gives the same values on every backend.
  *
  * A shape is up to 8 ints whose meaning the case's comment gives, plus flags: BIG (only where
  * another backend compares with the CPU; no reference, no sanitizer run), DEVSEQ (the sequence
  * bit for bit on the other backends too), ODD (every float and int32 buffer 4 bytes past the
- * allocation's alignment, as sub-tensors of the parameter buffer may be).
+ * allocation's alignment: for the dense layers, which take sub-tensors at any offset).
  *
  * The finite-difference half (CPU only): an FD case runs the forward on its perturbable inputs
  * (fx) into outputs (fy) whose projection the harness draws; with f->bwd it also runs the

@@ -5,9 +5,11 @@
  *   1. on the CPU backend against the reference (naive loops, double accumulators), and, for a
  *      fused op, against the op sequence of its contract, bit for bit;
  *   2. the finite-difference check of the gradients (CPU);
- *   3. on every other backend present (the CUDA backend and its switch variants), against the
- *      CPU by NMSE (bit for bit where the bound is 0), and a rerun there against the first run
- *      bit for bit (reductions sum in a fixed order);
+ *   3. on every other backend: a second CPU backend (so that this path runs everywhere, also
+ *      under the sanitizers) and, when a device is there, the CUDA backend in fp32 and TF32 and
+ *      with its thresholds moved to its other paths; each against the CPU by NMSE (bit for bit
+ *      where the bound is 0), and a rerun there on fresh buffers bit for bit (reductions sum in
+ *      a fixed order);
  * and checks that every OP entry of ops.def has a row. A failure names the op, the shape, the
  * backend, the output and the error. Without a CUDA device step 3 prints a skip line; with
  * DQN_TEST_NEED_GPU set (tests/run_gpu_tests.sh) that is a skip (exit 77) of the whole test.
