@@ -212,12 +212,10 @@ int main(int argc, char **argv) {
     if (cpath && *cpath && !(csv = fopen(cpath, "w")))
         fprintf(stderr, "bench_timeline: cannot write %s\n", cpath);
     if (csv) fprintf(csv, "replay,rank,start_ns,end_ns,channel,node,grid,block,name\n");
-    char sw_set[512];
-    bench_switches(sw_set, sizeof sw_set);
     printf("timeline %s model=%s health=%s B=%d: %zu replays of %zu kernels (%zu with that count; "
-           "matched by %s)%s%s\n",
+           "matched by %s)\n",
            dev, model, argc > 3 ? argv[3] : "off", B, ng, nk, same,
-           by_node ? "graph node" : "rank", *sw_set ? "; " : "", sw_set);
+           by_node ? "graph node" : "rank");
     printf("%4s %9s %9s %8s %7s %6s %5s  %s\n", "#", "start_us", "end_us", "dur_us", "channel",
            "grid", "block", "kernel");
     for (size_t j = 0; j < nk; j++) {

@@ -6,7 +6,7 @@
 #   PARTS="tests san bench torch extra prof ab timeline dot" (default: tests san bench torch extra)
 #   picks the parts; SAN_TIMEOUT (s) per sanitizer run; BS the batch sizes of the update
 #   benchmark; prof runs scripts/gpu-profile.sh (per-kernel times under Nsight Compute) into the
-#   logs; ab compares runtime switches (AB_VARS, AB_RUNS, below); timeline prints each kernel's
+#   logs; ab compares environment settings (AB_VARS, AB_RUNS, below); timeline prints each kernel's
 #   start and end inside a replay (bench_timeline, TL_VARS, TL_RUNS, below).
 set -u
 cd "$(dirname "$0")/.."
@@ -73,17 +73,21 @@ if has bench && [ -x $BUILD/bench/bench_update ]; then
   done
   row bench_update ok "$(grep -c '^update' "$LOG/bench.txt") configs, $(grep -c '^update' "$LOG/bench-health.txt") health"
 fi
-# A/B of a runtime switch, interleaved twice in the same run: AB_VARS (each a VAR=value, or
-# several joined by '+') over
-# AB_RUNS (device,model,health), at the batch sizes BS; rows tagged with the setting
-if has ab && [ -x $BUILD/bench/bench_update ]; then
-  AB_VARS=${AB_VARS:-DQN_CUDA_PDL=0 DQN_CUDA_PDL=1}
+# an environment setting as env's arguments: VAR=value, several joined by '+', or plain (none)
+setting() { [ "$1" = plain ] || echo "${1//+/ }"; }
+# A/B of environment settings, interleaved twice in the same run: AB_VARS (each a setting; the
+# CUDA backend has no switches of its own, so there is no default: two builds are
+# scripts/gpu-ab.sh's A/B) over AB_RUNS (device,model,health), at the batch sizes BS; rows tagged
+# with the setting
+if has ab && [ -z "${AB_VARS:-}" ]; then
+  row bench-ab skip "no AB_VARS"
+elif has ab && [ -x $BUILD/bench/bench_update ]; then
   AB_RUNS=${AB_RUNS:-cuda,cartpole,off cuda,seed,off cuda,cartpole,guard cuda,seed,guard}
   for rep in 1 2; do
     for r in $AB_RUNS; do
       IFS=, read -r dev model h <<<"$r"
       for v in $AB_VARS; do
-        env ${v//+/ } $BUILD/bench/bench_update "$dev" "$model" "$h" $BS 2>&1 | sed "s/^update/update [$v]/"
+        env $(setting "$v") $BUILD/bench/bench_update "$dev" "$model" "$h" $BS 2>&1 | sed "s/^update/update [$v]/"
       done
     done
   done > "$LOG/bench-ab.txt"
@@ -92,13 +96,13 @@ fi
 # where a replay's time goes: each kernel's start and end as the graph runs them (CUPTI), for
 # TL_RUNS (device,model,health,B), under each of TL_VARS (as AB_VARS); the summary lines last
 if has timeline && [ -x $BUILD/bench/bench_timeline ]; then
-  TL_VARS=${TL_VARS:-DQN_CUDA_SIDE=1}
+  TL_VARS=${TL_VARS:-plain}
   TL_RUNS=${TL_RUNS:-cuda,cartpole,off,256 cuda,cartpole,off,1024 cuda,seed,off,32}
   for r in $TL_RUNS; do
     IFS=, read -r dev model h b <<<"$r"
     for v in $TL_VARS; do
       echo "== [$v] $dev $model $h $b"
-      env ${v//+/ } $BUILD/bench/bench_timeline "$dev" "$model" "$h" "$b" 2>&1 | sed "s/^timeline/timeline [$v]/"
+      env $(setting "$v") $BUILD/bench/bench_timeline "$dev" "$model" "$h" "$b" 2>&1 | sed "s/^timeline/timeline [$v]/"
     done
   done > "$LOG/timeline.txt"
   row timeline "$(grep -q 'span' "$LOG/timeline.txt" && echo ok || echo FAIL)" \

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/cuda_tunables.h"
 #include "health_rig.h"
 
 static dqn_backend *gpu, *cpu;
@@ -1148,9 +1149,9 @@ int main(void) {
     }
     /* phi's and z's checks computed by the embedding's kernel: emb takes it at any size */
     dqn_backend *emb = NULL;
-    setenv("DQN_CUDA_IQN_EMBED_ELEMS", "0", 1);
     CHECK_OK(dqn_backend_cuda_create(&emb, 0, DQN_MATH_FP32));
-    unsetenv("DQN_CUDA_IQN_EMBED_ELEMS");
+    dqn_cuda_tunables *tune = emb ? dqn_backend_cuda_tunables(emb) : NULL;
+    if (tune) tune->iqn_embed_elems = 0;
     if (emb) {
         for (int v = 0; v < 4; v++) {
             test_hosted_embed(emb, 9, 7, 64, 64, 5, v);

@@ -1,6 +1,7 @@
 /* The CUDA entry points of a build without nvcc: the backend (and NCCL) are absent, and say so. */
 #ifndef DQN_HAVE_CUDA
 #include "backends/backend.h"
+#include "backends/cuda_tunables.h"
 #include "core/error.h"
 
 dqn_status dqn_backend_cuda_create(dqn_backend **out, int device_index, dqn_math_mode math) {
@@ -11,6 +12,11 @@ dqn_status dqn_backend_cuda_create(dqn_backend **out, int device_index, dqn_math
 }
 
 int dqn_backend_cuda_available(void) { return 0; }
+
+dqn_cuda_tunables *dqn_backend_cuda_tunables(dqn_backend *be) {
+    (void)be;
+    return NULL;
+}
 
 int dqn_cuda_device_count(void) { return 0; }
 

@@ -100,15 +100,6 @@ static void run_copies(const dqn_hplan_desc *d, int when) {
             memcpy(d->copies[i].dst, d->copies[i].src, d->copies[i].bytes);
 }
 
-static void isv_feed(float *v, float sample, float decay) {
-    if (!isfinite(sample)) return;
-    if (*v == 0.0f) {
-        if (sample > 0.0f) *v = sample;
-    } else {
-        *v = decay * *v + (1.0f - decay) * sample;
-    }
-}
-
 /* The common case in one branch-free pass: max |x| and the sums in 8 independent lanes (the
  * compiler vectorises it). Returns 0 if x holds a non-finite value (the sums are then NaN or Inf)
  * or, with guard, a value above the bound: the exact pass below then runs. */
@@ -210,10 +201,10 @@ static void apply_one(const dqn_hplan_desc *d, const dqn_hcheck *c, const dqn_hs
         tot->events++;
         return;
     }
-    if (c->isv_scale >= 0) isv_feed(&blk->isv[c->isv_scale], cur->maxabs, d->decay);
+    if (c->isv_scale >= 0) dqn_isv_feed(&blk->isv[c->isv_scale], cur->maxabs, d->decay);
     if (c->isv_stat >= 0 && c->stat != DQN_HSTAT_NONE)
-        isv_feed(&blk->isv[c->isv_stat], c->stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
-                 d->decay);
+        dqn_isv_feed(&blk->isv[c->isv_stat], c->stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
+                     d->decay);
 }
 
 static void commit(const dqn_hplan_desc *d) {
@@ -259,7 +250,8 @@ static dqn_status run_adam(dqn_backend *be, const dqn_hplan_desc *d, const dqn_h
     int32_t skip = 0;
     if (d->guard_mode && a->gnorm && a->skip_isv >= 0) {
         const float g = *a->gnorm;
-        skip = !(isfinite(g) && g <= fmaxf(d->guard_scale * blk->isv[a->skip_isv], d->guard_floor));
+        skip = !(isfinite(g) && g <= dqn_guard_bound(d->guard_scale, blk->isv[a->skip_isv],
+                                                     d->guard_floor));
     }
     blk->skip = skip;
     DQN_TRY(cpu_adam_target_step(be, a->p, a->g, a->m, a->v, a->target, a->n, a->lr, a->beta1,
@@ -279,7 +271,8 @@ dqn_status cpu_health_check(dqn_backend *be, const void *plan) {
     /* every bound is read before any of the op's bookkeeping feeds the ISV */
     float bound[DQN_HEALTH_MAX_SLOTS];
     for (int i = 0; i < d->n_checks; i++)
-        bound[i] = fmaxf(d->guard_scale * d->blk->isv[d->checks[i].isv_bound], d->guard_floor);
+        bound[i] = dqn_guard_bound(d->guard_scale, d->blk->isv[d->checks[i].isv_bound],
+                                   d->guard_floor);
     for (int i = 0; i < d->n_checks; i++) scan_one(d, &d->checks[i], bound[i], &p->scans[i].cur);
     if (d->defer) return DQN_OK;   /* the commit plan applies them */
     for (int k = 0; k < d->n_deferred; k++) {

@@ -120,7 +120,7 @@ void cuda_destroy(dqn_backend *be) {
         cuda_gemm_release(c);
         if (c->lt) cublasLtDestroy(c->lt);
         if (c->blas) cublasDestroy(c->blas);
-        for (int k = 0; k < 2 && (k == 0 || c->lane[1].stream != c->lane[0].stream); k++) {
+        for (int k = 0; k < 2; k++) {
             if (c->lane[k].workspace) cudaFree(c->lane[k].workspace);
             if (c->lane[k].scratch) cudaFree(c->lane[k].scratch);
             if (c->lane[k].blocks_done) cudaFree(c->lane[k].blocks_done);
@@ -145,33 +145,20 @@ static const dqn_ops cuda_ops = {
 /* ---- construction ---- */
 
 static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
-    /* the DQN_CUDA_* switches (backends/cuda_switches.h), checked before anything is made */
-    DQN_TRY(dqn_cuda_switches_read(&c->sw, getenv));
+    c->tune.own_gemm_macs = OWN_GEMM_MACS;
+    c->tune.iqn_embed_elems = IQN_EMBED_ELEMS;
+    c->tune.trunk_rows = TRUNK_ROWS;
     c->device = device;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
-    CUDA_ARG(c->sw.side_sms < c->sm_count, "DQN_CUDA_SIDE_SMS=%d: the device has %d multiprocessors",
-             c->sw.side_sms, c->sm_count);
-    /* side_prio: the main lane at the greatest priority, the side lane at the least, so that the
-     * block scheduler serves the critical chain first */
-    int prio_least = 0, prio_greatest = 0;
-    if (c->sw.side_prio)
-        CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&prio_least, &prio_greatest));
-    CUDA_CHECK(cudaStreamCreateWithPriority(&c->lane[0].stream, cudaStreamNonBlocking,
-                                            prio_greatest));
-    c->stream = c->lane[0].stream;
     int major = 0;
     CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    c->pdl = major >= 9 && c->sw.pdl;
+    c->pdl = major >= 9;
     CUDA_CHECK(cudaDeviceGetAttribute(&c->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                       device));
-    /* two lanes (the main stream's and the side branch's), the main one current; without side
-     * branches the side lane is the main lane itself, so its ops run in order */
-    const int side = c->sw.side;
-    for (int k = side; k >= 0; k--) {
-        if (k == 1)
-            CUDA_CHECK(cudaStreamCreateWithPriority(&c->lane[1].stream, cudaStreamNonBlocking,
-                                                    prio_least));
+    /* two lanes (the main stream's and the side branch's), the main one current */
+    for (int k = 1; k >= 0; k--) {
+        CUDA_CHECK(cudaStreamCreateWithFlags(&c->lane[k].stream, cudaStreamNonBlocking));
         CUDA_CHECK(cudaMalloc(&c->lane[k].workspace, CUDA_WORKSPACE_BYTES));
         CUDA_CHECK(cudaMalloc((void **)&c->lane[k].scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
         CUDA_CHECK(cudaMalloc((void **)&c->lane[k].blocks_done, CUDA_COUNTERS * sizeof(unsigned)));
@@ -182,7 +169,6 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
                                    c->lane[k].stream));
         CUDA_CHECK(cudaStreamSynchronize(c->lane[k].stream));
     }
-    if (!side) c->lane[1] = c->lane[0];
     cuda_lane_use(c, 0);
     CUDA_CHECK(cudaEventCreateWithFlags(&c->side_fork, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&c->side_done, cudaEventDisableTiming));
@@ -249,4 +235,8 @@ extern "C" dqn_status dqn_backend_cuda_create(dqn_backend **out, int device_inde
     }
     *out = be;
     return DQN_OK;
+}
+
+extern "C" dqn_cuda_tunables *dqn_backend_cuda_tunables(dqn_backend *be) {
+    return be && be->ops == &cuda_ops ? &cuda_of(be)->tune : NULL;
 }

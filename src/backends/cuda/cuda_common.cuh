@@ -10,9 +10,10 @@
 
 extern "C" {
 #include "backends/backend.h"
-#include "backends/cuda_switches.h"
+#include "backends/cuda_tunables.h"
 #include "core/error.h"
 }
+#include "core/update_math.h"
 
 /* cuBLAS and cublasLt share one workspace (both run on the one stream, so never at once); it is
  * allocated at start-up so that a GEMM inside graph capture never allocates. */
@@ -30,7 +31,6 @@ extern "C" {
 typedef struct {
     int M, K, N, ld, has_bias, relu;   /* ld: W's row stride (dgrad: dW's) */
     int dgrad;           /* the dW GEMM with db from the BGRADB epilogue (else a forward plan) */
-    int sms;             /* the heuristic's multiprocessor target (0: all; side_sms on the side) */
     uint32_t align[4];   /* X, W, Y, b (dgrad: X, dY, dW, db) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
@@ -64,21 +64,13 @@ typedef struct {
         unsigned *blocks_done, *sg_done;
     } lane[2];
     int on_side, side_pending;     /* issuing on the side lane; side work since the last join */
-    int capturing;                 /* between capture_begin and capture_end */
     cudaEvent_t side_fork, side_done;
     int smem_optin;                /* shared memory a block may ask for (bytes) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
-    dqn_cuda_switches sw;          /* the tunables (backends/cuda_switches.h), read at start-up */
+    dqn_cuda_tunables tune;        /* the thresholds tests may move (backends/cuda_tunables.h) */
 } cuda_impl;
 
 static inline cuda_impl *cuda_of(dqn_backend *be) { return (cuda_impl *)be->impl; }
-
-/* The most multiply-adds a GEMM may have to run on the own fp32 kernels (cuda_sgemm.cu,
- * trunk_fwd) under the limit `upto`: in TF32 math also at most own_tf32_macs. */
-static inline double cuda_own_macs(const cuda_impl *c, double upto) {
-    return c->compute == CUBLAS_COMPUTE_32F || upto < c->sw.own_tf32_macs ? upto
-                                                                           : c->sw.own_tf32_macs;
-}
 
 const char *cuda_hint(cudaError_t e);
 
@@ -126,8 +118,8 @@ const char *cuda_hint(cudaError_t e);
     } while (0)
 #endif
 
-/* Every kernel launch of the backend: on its stream, with programmatic dependent launch unless
- * DQN_CUDA_PDL=0 turned it off at start-up. */
+/* Every kernel launch of the backend: on its stream, with programmatic dependent launch where
+ * the device has it. */
 template <typename... KArgs, typename... Args>
 static inline cudaError_t cuda_launch(const cuda_impl *c, void (*kernel)(KArgs...), dim3 grid,
                                       dim3 block, size_t smem, Args &&...args) {
@@ -312,49 +304,6 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
     return red[0];
 }
 
-/* the clip factor min(1, max_norm / norm): 1 when disabled or when the norm is not finite */
-__device__ __forceinline__ float clip_scale(const float *norm, float max_norm) {
-    if (!(max_norm > 0.0f) || !norm) return 1.0f;
-    float nv = *norm;
-    return isfinite(nv) && nv > max_norm ? max_norm / nv : 1.0f;
-}
-
-/* Adam's constants for the step after st, one element's update and the Polyak target: shared by
- * k_adam_target_step and the health commit's optimizer pass (cuda_health.cu), so that health on
- * and off give the same bits. Every operation rounds on its own (no FMA contraction, whose
- * choice may differ between the two kernels), in the CPU backend's order. */
-typedef struct {
-    float sc, c1, c2, a1, a2;
-} adam_k;
-
-__device__ __forceinline__ adam_k adam_consts(uint64_t st, const float *gnorm, float max_norm,
-                                              float beta1, float beta2) {
-    adam_k k;
-    k.sc = clip_scale(gnorm, max_norm);
-    double t = (double)(st + 1);
-    k.c1 = (float)(1.0 / (1.0 - pow((double)beta1, t)));
-    k.c2 = (float)(1.0 / (1.0 - pow((double)beta2, t)));
-    k.a1 = 1.0f - beta1;
-    k.a2 = 1.0f - beta2;
-    return k;
-}
-
-__device__ __forceinline__ void adam_elem(const adam_k &k, float g, float *p, float *m, float *v,
-                                          float lr, float beta1, float beta2, float eps, float wd) {
-    const float gi = __fmul_rn(g, k.sc);
-    const float mi = __fadd_rn(__fmul_rn(beta1, *m), __fmul_rn(k.a1, gi));
-    const float vi = __fadd_rn(__fmul_rn(beta2, *v), __fmul_rn(__fmul_rn(k.a2, gi), gi));
-    const float den = __fadd_rn(__fsqrt_rn(__fmul_rn(vi, k.c2)), eps);
-    const float u = __fadd_rn(__fdiv_rn(__fmul_rn(mi, k.c1), den), __fmul_rn(wd, *p));
-    *m = mi;
-    *v = vi;
-    *p = __fsub_rn(*p, __fmul_rn(lr, u));
-}
-
-__device__ __forceinline__ float polyak_elem(float tau, float src, float dst) {
-    return __fadd_rn(__fmul_rn(tau, src), __fmul_rn(1.0f - tau, dst));
-}
-
 /* Column sums of a row-major [M, N] matrix, one launch and deterministic (cuda_reduce.cu):
  * out1[j] = sum_m A[m,j]; with x, mean, rstd given (LayerNorm), also
  * out0[j] = sum_m A[m,j] * (x[m,j] - mean[m]) * rstd[m]. */
@@ -385,8 +334,6 @@ dqn_status cuda_gemm_ldx(cuda_impl *c, const float *X, int ldx, const float *W, 
 
 /* the lane the ops issue on from now (cuda_graph.cu): 0 main, 1 the side branch */
 void cuda_lane_use(cuda_impl *c, int k);
-/* whether an op may finish its leaf outputs on the idle side lane (cuda_graph.cu) */
-int cuda_side_leaf(const cuda_impl *c);
 /* the one-kernel IQN embedding's shared memory above the 48 KiB default, asked for once at
  * start-up, outside any capture (cuda_iqn.cu) */
 dqn_status cuda_iqn_embed_init(void);

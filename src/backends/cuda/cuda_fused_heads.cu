@@ -209,8 +209,8 @@ __global__ void __launch_bounds__(128, HB_MIN_BLOCKS) k_heads_bwd(hb_args k) {
     const int S = AMAX > 0 ? S0 : A1;   /* a staged row's stride */
     float *sG = sm, *sDb = sG + HB_RB * S, *sW = sDb + A1, *sAcc = sW + A * T;
     float racc[AMAX + 1], rw[AMAX > 0 ? AMAX : 1];
-    const float cV = clip_scale(k.norms, k.max_norm);
-    const float cA = clip_scale(k.norms ? k.norms + 1 : NULL, k.max_norm);
+    const float cV = dqn_clip_scale(k.norms, k.max_norm);
+    const float cA = dqn_clip_scale(k.norms ? k.norms + 1 : NULL, k.max_norm);
     const float wv = col ? k.Wv2[j] : 0.0f;
     float csv = 0.0f, csa = 0.0f;   /* this part's sums of dhva's columns j and H + j */
     if constexpr (AMAX > 0) {
@@ -361,7 +361,7 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
     /* rows per combine block: as many of HC_ROWS as fit in shared memory, in whole warps */
     const int A1 = br->A + 1;
     const int ct = HC_ROWS * A1 <= SMEM_FLOATS ? HC_ROWS : SMEM_FLOATS / A1 / 32 * 32;
-    if ((long)R * H >= c->sw.heads_gemm_elems && ct >= 32) {
+    if ((long)R * H >= HF_GEMM_ELEMS && ct >= 32) {
         /* the raw advantages in the scratch with 16-byte rows when A is not a multiple of 4:
          * cuBLAS then takes an aligned kernel (at A = 13 an align1 one ran at half the speed) */
         int lda = (br->A + 3) & ~3;
@@ -413,18 +413,14 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
         chunk *= 2;
         P = (R + chunk - 1) / chunk;
     }
-    /* the parts' sum writes only leaves (ops.def): off the input gradient's chain on an idle
-     * side lane, the parts then in that lane's scratch */
-    const int leaf = cuda_side_leaf(c);
-    float *part = leaf ? c->lane[1].scratch : c->scratch;
+    float *part = c->scratch;
     hb_args k = {hva, Wv2, Wa2, dV, dAdv, norms, max_norm, dhva, R, H, A, (int)chunk,
                  dbva != NULL, part};
     dim3 grid(tiles, (unsigned)P);
     size_t smem = smem_f * sizeof(float);
     auto kern = amax == 4 ? k_heads_bwd<4> : amax == 16 ? k_heads_bwd<16> : k_heads_bwd<0>;
     KLAUNCH(kern, grid, T, smem, k);
-    if (leaf) DQN_TRY(cuda_side_begin(be));
     dim3 sgrid((unsigned)((W + 31) / 32)), sblock(32, HB_SUM_GROUPS);
     KLAUNCH(k_heads_bwd_sum, sgrid, sblock, 0, part, (int)P, H, A, dWv2, dbv2, dWa2, dba2, dbva);
-    return leaf ? cuda_side_end(be) : DQN_OK;
+    return DQN_OK;
 }

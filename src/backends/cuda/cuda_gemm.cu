@@ -1,5 +1,5 @@
-/* Dense layers: up to own_gemm_macs multiply-adds (in TF32 math own_tf32_macs) through the own
- * kernels (cuda_sgemm.cu), above through cuBLAS. Row-major Y[M,N] = X[M,K] W[N,K]^T is, read column-major,
+/* Dense layers: in fp32 math up to own_gemm_macs multiply-adds through the own kernels
+ * (cuda_sgemm.cu), above (and in TF32 math) through cuBLAS. Row-major Y[M,N] = X[M,K] W[N,K]^T is, read column-major,
  * Y^T[N,M] = W^T^T X^T: op(A) = W (stored K x N, transposed), op(B) = X^T (stored K x M).
  * linear_fwd runs on cublasLt with the bias (and ReLU) fused in its epilogue, and linear_bwd's dW
  * GEMM takes db from the BGRADB epilogue where cublasLt has one; the plans (descriptors plus
@@ -52,9 +52,6 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
     if (p->has_bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b,
                                                     sizeof b));
-    if (p->sms)
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
-                                                    &p->sms, sizeof p->sms));
     if (p->dgrad) {   /* a = X as [K, M], b = dY as [N, M], c = dW^T as [K, N] (column-major) */
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, (uint64_t)p->K, (uint64_t)p->M, p->K));
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, (uint64_t)p->N, (uint64_t)p->M, p->N));
@@ -80,19 +77,19 @@ static dqn_status plan_build(cuda_impl *c, cuda_lt_plan *p, const float *b, int 
         st = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
     cublasLtMatmulHeuristicResult_t res[GEMM_HEURISTICS];
     int n_res = 0;
-    const int one = !c->sw.gemm_splitk && c->compute == CUBLAS_COMPUTE_32F &&
-                    p->K <= c->sw.gemm_one_width && p->N <= c->sw.gemm_one_width &&
-                    (double)p->M * p->K * p->N <= c->sw.gemm_one_macs;
+    const int one = c->compute == CUBLAS_COMPUTE_32F && p->K <= GEMM_ONE_KERNEL_WIDTH &&
+                    p->N <= GEMM_ONE_KERNEL_WIDTH &&
+                    (double)p->M * p->K * p->N <= GEMM_ONE_KERNEL_MACS;
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->c, p->c, pref,
-                                            one ? GEMM_HEURISTICS : c->sw.gemm_pick + 1, res, &n_res);
+                                            one ? GEMM_HEURISTICS : 1, res, &n_res);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && n_res == 0))
         return DQN_OK;
     CUBLAS_CHECK(st);
     /* at small batch a split-K algorithm is two graph nodes (the GEMM, then a reduce kernel that
      * also applies the epilogue), each a few microseconds: the best-ranked one without split-K */
-    int pick = one ? 0 : n_res - 1;
+    int pick = 0;
     for (int i = 0; i < n_res && one; i++) {
         int32_t splitk = 1;
         size_t got = 0;
@@ -115,13 +112,11 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
                            cuda_lt_plan **out) {
     uint32_t al[4] = {align_of(X), align_of(W), align_of(Y), b ? align_of(b) : 0};
     int has_bias = b != NULL;
-    int sms = c->on_side ? c->sw.side_sms : 0;
     int n = c->n_plans < CUDA_LT_CACHE ? c->n_plans : CUDA_LT_CACHE;
     for (int i = 0; i < n; i++) {
         cuda_lt_plan *p = &c->plans[i];
         if (p->M == M && p->K == K && p->N == N && p->ld == ld && p->has_bias == has_bias &&
-            p->relu == relu &&
-            p->dgrad == dgrad && p->sms == sms &&
+            p->relu == relu && p->dgrad == dgrad &&
             p->align[0] == al[0] && p->align[1] == al[1] && p->align[2] == al[2] &&
             p->align[3] == al[3]) {
             *out = p->desc ? p : NULL;
@@ -139,7 +134,6 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
     p->has_bias = has_bias;
     p->relu = relu;
     p->dgrad = dgrad;
-    p->sms = sms;
     for (int i = 0; i < 4; i++) p->align[i] = al[i];
     int found = 0;
     dqn_status s = plan_build(c, p, b, &found);
@@ -154,16 +148,12 @@ static dqn_status plan_get(cuda_impl *c, const float *X, const float *W, int ld,
     return DQN_OK;
 }
 
-/* The own kernels (cuda_sgemm.cu) where they were measured to pay: layers at most
- * own_gemm_width wide, at most own_gemm_macs multiply-adds (the cartpole model at B = 256 9%
- * faster; the seed model's 256- and 512-wide layers and TF32 at B = 256 ran slower on them), in
- * TF32 math only the small ones (own_tf32_macs) */
-static int own_gemm_upto(const cuda_impl *c, int M, int K, int N, double macs) {
-    return K <= c->sw.own_gemm_width && N <= c->sw.own_gemm_width &&
-           (double)M * K * N <= cuda_own_macs(c, macs);
-}
+/* The own kernels (cuda_sgemm.cu) where they were measured to pay: fp32 math, layers at most
+ * OWN_GEMM_WIDTH wide, at most own_gemm_macs multiply-adds (the cartpole model at B = 256 9%
+ * faster; the seed model's 256- and 512-wide layers and TF32 at B = 256 ran slower on them) */
 static int own_gemm(const cuda_impl *c, int M, int K, int N) {
-    return own_gemm_upto(c, M, K, N, c->sw.own_gemm_macs);
+    return c->compute == CUBLAS_COMPUTE_32F && K <= OWN_GEMM_WIDTH && N <= OWN_GEMM_WIDTH &&
+           (double)M * K * N <= c->tune.own_gemm_macs;
 }
 
 /* the fallback epilogue: bias (may be NULL) then ReLU when asked */
@@ -256,15 +246,10 @@ static dqn_status linear_bwd_ld(dqn_backend *be, const char *op, const float *X,
         if (db) CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)N * sizeof(float), c->stream));
         return DQN_OK;
     }
-    const int own_dw = own_gemm_upto(c, M, K, N, c->sw.own_dw_macs);
     if (own_gemm(c, M, K, N)) {
         if (dX) DQN_TRY(cuda_sgemm_dx(c, dY, W, ldw, dX, acc_dx, M, K, N));
-        if (dW && own_dw) return cuda_sgemm_dw(c, X, dY, dW, ldw, db, M, K, N);
-        if (!dW) return db ? cuda_colsum(c, dY, M, N, NULL, NULL, NULL, NULL, db) : DQN_OK;
-        dX = NULL;   /* done; dW through cuBLAS below */
-    } else if (dW && own_dw) {
-        DQN_TRY(cuda_sgemm_dw(c, X, dY, dW, ldw, db, M, K, N));
-        dW = NULL, db = NULL;   /* done; dX through cuBLAS below */
+        if (dW) return cuda_sgemm_dw(c, X, dY, dW, ldw, db, M, K, N);
+        return db ? cuda_colsum(c, dY, M, N, NULL, NULL, NULL, NULL, db) : DQN_OK;
     }
     /* dX^T[K,M] = W^T[K,N] dY^T[N,M] */
     if (dX)

@@ -261,15 +261,14 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
         return DQN_OK;
     }
     /* fewer warps when the per-warp sums of a wide row would not fit */
-    int W = c->sw.grn_warps > 0 && c->sw.grn_warps <= GRN_BWD_WARPS ? c->sw.grn_warps : GRN_BWD_WARPS;
+    int W = GRN_BWD_WARPS;
     const size_t row_bytes = 2 * (size_t)d * sizeof(float);
     while (W > 1 && (size_t)W * row_bytes > GRN_SMEM_BYTES) W--;
     CUDA_ARG(row_bytes <= GRN_SMEM_BYTES, "grn_ln_gate_bwd: d=%d, at most %zu", d,
              GRN_SMEM_BYTES / (2 * sizeof(float)));
     /* a row per warp while the parts stay few (the last block's tail adds them all) */
-    const int maxp = c->sw.grn_parts > 0 ? c->sw.grn_parts : GRN_MAX_PARTS;
     int P = (M + W - 1) / W;
-    if (P > maxp) P = maxp;
+    if (P > GRN_MAX_PARTS) P = GRN_MAX_PARTS;
     if ((size_t)P * 2 * d > CUDA_SCRATCH_FLOATS) P = (int)(CUDA_SCRATCH_FLOATS / (2 * (size_t)d));
     int chunk = (M + P - 1) / P;
     P = (M + chunk - 1) / chunk;   /* no empty part */

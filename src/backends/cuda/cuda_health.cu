@@ -167,18 +167,6 @@ __device__ static void stage_bytes(void *dst, const void *src, size_t bytes) {
         cp_async16((uint4 *)dst + i, (const uint4 *)src + i);
 }
 
-/* 1 if v changed */
-__device__ static bool isv_feed(float *v, float sample, float decay) {
-    if (!isfinite(sample)) return false;
-    if (*v == 0.0f) {
-        if (!(sample > 0.0f)) return false;
-        *v = sample;
-    } else {
-        *v = decay * *v + (1.0f - decay) * sample;
-    }
-    return true;
-}
-
 /* One block: partials src[0, nb) in the order of a block reduction, into the staged *dst (and the
  * block's copy, for the case that it is the last block). */
 __device__ static void reduce_parts(const hpart *src, int nb, hpart *dst, int at, hacc *sh,
@@ -244,11 +232,11 @@ __device__ static void record(const hparams *k, const hfin *f, hpart *stage, dqn
     blk->cur[f->slot] = *cur;
     blk->tot[f->slot] = *tot;
     if (cur->event) return;
-    if (f->isv_scale >= 0 && isv_feed(&sb->isv[f->isv_scale], cur->maxabs, k->decay))
+    if (f->isv_scale >= 0 && dqn_isv_feed(&sb->isv[f->isv_scale], cur->maxabs, k->decay))
         blk->isv[f->isv_scale] = sb->isv[f->isv_scale];
     if (f->isv_stat >= 0 && f->stat != DQN_HSTAT_NONE &&
-        isv_feed(&sb->isv[f->isv_stat], f->stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
-                 k->decay))
+        dqn_isv_feed(&sb->isv[f->isv_stat], f->stat == DQN_HSTAT_RMS ? cur->rms : cur->meanabs,
+                     k->decay))
         blk->isv[f->isv_stat] = sb->isv[f->isv_stat];
 }
 
@@ -367,7 +355,7 @@ __device__ static void tail(const hparams *k, int64_t update, const hpart *mine,
 __device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts, uint64_t st,
                                  float bound, bool skip) {
     const dqn_hadam *d = &k->adam;
-    const adam_k ak = adam_consts(st, d->gnorm, d->max_norm, d->beta1, d->beta2);
+    const dqn_adam_consts ak = dqn_adam_consts_at(st, d->gnorm, d->max_norm, d->beta1, d->beta2);
     const bool copy = d->period > 0 && (st + 1) % (uint64_t)d->period == 0;
     for (size_t i = (size_t)part * HT + threadIdx.x; i < d->n; i += (size_t)nparts * HT) {
         float pi = d->p[i], mi = d->m[i], vi = d->v[i], ti = d->target[i];
@@ -376,11 +364,11 @@ __device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts
         if (d->bk_v) d->bk_v[i] = vi;
         if (d->bk_target) d->bk_target[i] = ti;
         if (!skip) {
-            adam_elem(ak, d->g[i], &pi, &mi, &vi, d->lr, d->beta1, d->beta2, d->eps, d->wd);
+            dqn_adam_elem(&ak, d->g[i], &pi, &mi, &vi, d->lr, d->beta1, d->beta2, d->eps, d->wd);
             d->m[i] = mi;
             d->v[i] = vi;
         }
-        if (d->period == 0) d->target[i] = polyak_elem(d->tau, pi, ti);
+        if (d->period == 0) d->target[i] = dqn_polyak(d->tau, pi, ti);
         else if (copy) d->target[i] = pi;
         if (i == d->n / 2)
             for (int f = 0; f < d->n_faults; f++)
@@ -405,15 +393,17 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
     if (hb->item >= k.n_fin) {
         block_copy(&k.copies[hb->item - k.n_fin], hb->part, hb->nparts);
     } else if (hb->item < k.n_checks) {
-        const float bound = fmaxf(k.guard_scale * blk->isv[hb->c.isv_bound], k.guard_floor);
+        const float bound =
+            dqn_guard_bound(k.guard_scale, blk->isv[hb->c.isv_bound], k.guard_floor);
         hacc a;
         acc_init(&a);
         if (hb->item == 0 && k.has_adam) {
             bool skip = false;
             if (k.guard_mode && k.adam.gnorm && k.adam.skip_isv >= 0) {
                 const float g = *k.adam.gnorm;
-                skip = !(isfinite(g) &&
-                         g <= fmaxf(k.guard_scale * blk->isv[k.adam.skip_isv], k.guard_floor));
+                skip = !(isfinite(g) && g <= dqn_guard_bound(k.guard_scale,
+                                                             blk->isv[k.adam.skip_isv],
+                                                             k.guard_floor));
             }
             if (hb->part == 0 && threadIdx.x == 0) blk->skip = own_skip = skip;
             adam_scan(&k, &a, hb->part, hb->nparts, st, bound, skip);
@@ -565,15 +555,9 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
                                  : blocks_for(c, order[it - n_fin].bytes / 4, H_ELEMS_PER_THREAD);
         blocks += nb[it];
     }
-    /* the checks with the most partials reduce them first where the stage would not hold them
-     * (or, with health_stage_parts, where they have more partials than that) */
+    /* the checks with the most partials reduce them first where the stage would not hold them */
     size_t staged = (size_t)n_drefs, tasks = 0;
     for (int j = 0; j < nc; j++) {
-        if (!desc->defer && c->sw.health_stage_parts > 0 && nb[j] > c->sw.health_stage_parts) {
-            big[j] = 1;
-            staged += 1;
-            continue;
-        }
         staged += (size_t)nb[j];
         tasks += (size_t)tasks_for(nb[j]);
     }

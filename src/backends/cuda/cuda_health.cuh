@@ -141,7 +141,7 @@ typedef struct {
 } cuda_hosted;
 
 __device__ static float hosted_bound(const cuda_hosted *h) {
-    return fmaxf(h->guard_scale * *h->isv_bound, h->guard_floor);
+    return dqn_guard_bound(h->guard_scale, *h->isv_bound, h->guard_floor);
 }
 
 /* Block b's figures a as partial b of h (b < h->nparts: a hosting launch's grid checks it) and

@@ -501,8 +501,8 @@ static void ie_hosting(const void *hplan, const float *phi, const float *z, int 
 /* the one kernel's shapes and sizes (its buffers must also be 16-byte aligned) */
 static int ie_fits(const cuda_impl *c, int R, int n_cos, int d) {
     return (d == 64 || d == 128 || d == 256) && n_cos % 4 == 0 && n_cos > 0 &&
-           n_cos <= IE_MAX_K && (double)R * (double)d >= c->sw.iqn_embed_elems &&
-           (c->sw.iqn_embed == 2 || (c->sw.iqn_embed == 1 && c->compute == CUBLAS_COMPUTE_32F));
+           n_cos <= IE_MAX_K && (double)R * (double)d >= c->tune.iqn_embed_elems &&
+           c->compute == CUBLAS_COMPUTE_32F;
 }
 
 int cuda_iqn_embed_hosts(dqn_backend *be, int B, int T, int n_cos, int d) {

@@ -25,51 +25,25 @@ __device__ __forceinline__ double tree_sum_d(double *red, int n) {
     return v;
 }
 
-/* One sample's block (s = blockIdx.x). TGT (targets_huber): the block first computes the
- * sample's targets from t as iqn_targets' kernels do (the same arithmetic), writes them to t.y and
- * reads them from shared memory; else it reads y. */
-template <bool TGT>
+/* One sample's block (s = blockIdx.x). */
 __device__ __forceinline__ void qh_block(const float *Z, const float *tau, const int32_t *act,
-                                         const float *y, const dqn_target_io &t, const float *w,
-                                         float *dZ, float *per_sample, double *weighted, int B,
-                                         int N, int Nt, const dqn_branches &br, int mode,
-                                         float kappa, double inv_k) {
+                                         const float *y, const float *w, float *dZ,
+                                         float *per_sample, double *weighted, int B, int N, int Nt,
+                                         const dqn_branches &br, int mode, float kappa,
+                                         double inv_k) {
     extern __shared__ double shd[];
     double *red = shd;                                  /* [QH_THREADS] */
     float *grad = (float *)(red + QH_THREADS);          /* [D*N] */
     int *colsel = (int *)(grad + br.D * N);             /* [A]: branch whose taken column, or -1 */
     int s = blockIdx.x, tid = threadIdx.x;
     const int32_t *as = act + (size_t)s * br.D;
-    const int ny = mode == DQN_TARGET_MEAN ? Nt : br.D * Nt;   /* the sample's targets */
-    float *ys = (float *)(colsel + br.A);               /* [ny] (TGT) */
-    if constexpr (TGT) {
-        const int32_t *ast = t.astar + (size_t)s * br.D;
-        for (int e = tid; e < ny; e += QH_THREADS) {
-            float v;
-            if (mode == DQN_TARGET_MEAN) {   /* k_targets_mean */
-                const float *row = t.Zt + ((size_t)s * Nt + e) * (size_t)br.A;
-                double sum = 0.0;
-                for (int b = 0; b < br.D; b++) sum += row[br.off[b] + ast[b]];
-                v = t.R[s] + __fmul_rn(t.discount[s], (float)(sum / br.D));
-            } else {                         /* k_targets_indep */
-                const int b = e / Nt, j = e % Nt;
-                const float z = t.Zt[((size_t)s * Nt + j) * (size_t)br.A + br.off[b] + ast[b]];
-                v = t.R[s] + __fmul_rn(t.discount[s], z);
-            }
-            ys[e] = v;
-            t.y[(size_t)s * ny + e] = v;
-        }
-        __syncthreads();
-    }
     const double k = kappa, norm = 1.0 / ((double)br.D * Nt), ws = w ? w[s] : 1.0;
     double acc = 0.0;
     for (int t0 = tid; t0 < br.D * N; t0 += QH_THREADS) {
         int b = t0 / N, i = t0 % N;
         size_t row = (size_t)s * N + i;
         double z = Z[row * br.A + br.off[b] + as[b]], ti = tau[row];
-        const float *yr =
-            TGT ? ys + (mode == DQN_TARGET_MEAN ? 0 : b) * Nt
-                : y + (mode == DQN_TARGET_MEAN ? (size_t)s : (size_t)s * br.D + b) * Nt;
+        const float *yr = y + (mode == DQN_TARGET_MEAN ? (size_t)s : (size_t)s * br.D + b) * Nt;
         double rho = 0.0, drho = 0.0;
         for (int j = 0; j < Nt; j++) {
             double u = yr[j] - z, au = fabs(u), wt = fabs(ti - (u < 0.0 ? 1.0 : 0.0));
@@ -105,18 +79,7 @@ __global__ void k_quantile_huber(const float *Z, const float *tau, const int32_t
                                  double *weighted, int B, int N, int Nt, dqn_branches br, int mode,
                                  float kappa, double inv_k) {
     KERNEL_PROLOGUE();
-    const dqn_target_io none = {};
-    qh_block<false>(Z, tau, act, y, none, w, dZ, per_sample, weighted, B, N, Nt, br, mode, kappa,
-                    inv_k);
-}
-
-__global__ void k_targets_huber(dqn_target_io t, const float *Z, const float *tau,
-                                const int32_t *act, const float *w, float *dZ, float *per_sample,
-                                double *weighted, int B, int N, int Nt, dqn_branches br, int mode,
-                                float kappa, double inv_k) {
-    KERNEL_PROLOGUE();
-    qh_block<true>(Z, tau, act, NULL, t, w, dZ, per_sample, weighted, B, N, Nt, br, mode, kappa,
-                   inv_k);
+    qh_block(Z, tau, act, y, w, dZ, per_sample, weighted, B, N, Nt, br, mode, kappa, inv_k);
 }
 
 __global__ void k_loss_final(const double *weighted, int B, float *loss_out) {
@@ -131,24 +94,21 @@ __global__ void k_loss_final(const double *weighted, int B, float *loss_out) {
     if (tid == 0) loss_out[0] = (float)(total / B);
 }
 
-/* quantile_huber's kernels: with t, targets_huber's (each block computes its sample's targets) */
-static dqn_status qh_run(dqn_backend *be, const char *op, const dqn_target_io *t, const float *Z,
-                         const float *tau, const int32_t *act, const float *y, const float *w,
-                         float *loss_out, float *dZ, float *per_sample, int B, int N, int Nt,
-                         const dqn_branches *br, dqn_target_mode mode, float kappa) {
+dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
+                               const int32_t *act, const float *y, const float *w, float *loss_out,
+                               float *dZ, float *per_sample, int B, int N, int Nt,
+                               const dqn_branches *br, dqn_target_mode mode, float kappa) {
+    const char *op = "quantile_huber";
     cuda_impl *c = cuda_of(be);
     DQN_TRY(cuda_check_branches(br));
     CUDA_ARG(B >= 1 && N >= 1 && Nt >= 1, "%s: bad shape B=%d N=%d Nt=%d", op, B, N, Nt);
     CUDA_ARG(mode == DQN_TARGET_MEAN || mode == DQN_TARGET_INDEPENDENT,
              "%s: unknown target mode %d", op, (int)mode);
     CUDA_ARG(kappa > 0.0f, "%s: kappa=%g must be > 0", op, (double)kappa);
-    CUDA_ARG(Z && tau && act && (t || y) && loss_out && dZ, "%s: a required pointer is NULL", op);
-    CUDA_ARG(!t || (t->Zt && t->astar && t->R && t->discount && t->y),
-             "%s: a target input or y is NULL", op);
+    CUDA_ARG(Z && tau && act && y && loss_out && dZ, "%s: a required pointer is NULL", op);
     CUDA_ARG((size_t)B <= CUDA_SCRATCH_FLOATS / 2, "%s: B=%d exceeds the scratch", op, B);
     size_t smem = QH_THREADS * sizeof(double) + (size_t)br->D * N * sizeof(float) +
-                  (size_t)br->A * sizeof(int) +
-                  (t ? (size_t)(mode == DQN_TARGET_MEAN ? 1 : br->D) * Nt * sizeof(float) : 0);
+                  (size_t)br->A * sizeof(int);
     if (smem > 48 * 1024)
         return DQN_ERR(DQN_ERR_UNSUPPORTED,
                        "%s: D*N=%d and A=%d need %zu bytes of shared memory (max 48 KiB)", op,
@@ -156,33 +116,18 @@ static dqn_status qh_run(dqn_backend *be, const char *op, const dqn_target_io *t
     int e2;
     const double inv_k = frexp((double)kappa, &e2) == 0.5 ? 1.0 / (double)kappa : 0.0;
     double *weighted = (double *)c->scratch;
-    if (t)
-        KLAUNCH(k_targets_huber, (unsigned)B, QH_THREADS, smem, *t, Z, tau, act, w, dZ, per_sample,
-                weighted, B, N, Nt, *br, (int)mode, kappa, inv_k);
-    else
-        KLAUNCH(k_quantile_huber, (unsigned)B, QH_THREADS, smem, Z, tau, act, y, w, dZ,
-                per_sample, weighted, B, N, Nt, *br, (int)mode, kappa, inv_k);
+    KLAUNCH(k_quantile_huber, (unsigned)B, QH_THREADS, smem, Z, tau, act, y, w, dZ, per_sample,
+            weighted, B, N, Nt, *br, (int)mode, kappa, inv_k);
     KLAUNCH(k_loss_final, 1, QH_FINAL_THREADS, 0, weighted, B, loss_out);
     return DQN_OK;
 }
 
-dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
-                               const int32_t *act, const float *y, const float *w, float *loss_out,
-                               float *dZ, float *per_sample, int B, int N, int Nt,
-                               const dqn_branches *br, dqn_target_mode mode, float kappa) {
-    return qh_run(be, "quantile_huber", NULL, Z, tau, act, y, w, loss_out, dZ, per_sample, B, N,
-                  Nt, br, mode, kappa);
-}
-
-/* one kernel where DQN_CUDA_FUSED_TARGETS=1 (not yet run on a GPU), else the two ops */
+/* targets (iqn_targets), then the loss: the same two ops as the CPU's sequence */
 dqn_status cuda_targets_huber(dqn_backend *be, const dqn_target_io *t, const float *Z,
                               const float *tau, const int32_t *act, const float *w,
                               float *loss_out, float *dZ, float *per_sample, int B, int N, int Nt,
                               const dqn_branches *br, dqn_target_mode mode, float kappa) {
     CUDA_ARG(t, "targets_huber: NULL targets");
-    if (!cuda_of(be)->sw.fused_targets)
-        return dqn_targets_huber_seq(be, t, Z, tau, act, w, loss_out, dZ, per_sample, B, N, Nt,
-                                     br, mode, kappa);
-    return qh_run(be, "targets_huber", t, Z, tau, act, NULL, w, loss_out, dZ, per_sample, B, N,
-                  Nt, br, mode, kappa);
+    return dqn_targets_huber_seq(be, t, Z, tau, act, w, loss_out, dZ, per_sample, B, N, Nt, br,
+                                 mode, kappa);
 }

@@ -77,7 +77,7 @@ static_assert(CUDA_THREADS == HT, "k_l2_norms' hosted checks: the health kernels
 
 __global__ void k_clip(float *x, size_t n, const float *norm, float max_norm) {
     KERNEL_PROLOGUE();
-    float sc = clip_scale(norm, max_norm);
+    float sc = dqn_clip_scale(norm, max_norm);
     if (sc == 1.0f) return;
     GRID_STRIDE(i, n) x[i] *= sc;
 }
@@ -87,19 +87,13 @@ __global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, f
                        const uint64_t *step, const int32_t *skip) {
     KERNEL_PROLOGUE();
     if (skip && *skip != 0) return;
-    float sc = clip_scale(gnorm, max_norm);
-    double t = (double)(*step + 1);
-    float c1 = (float)(1.0 / (1.0 - pow((double)beta1, t)));   /* 1 / bias correction */
-    float c2 = (float)(1.0 / (1.0 - pow((double)beta2, t)));
-    float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+    const dqn_adam_consts ak = dqn_adam_consts_at(*step, gnorm, max_norm, beta1, beta2);
     GRID_STRIDE(i, n) {
-        float gi = g[i] * sc;
-        float mi = beta1 * m[i] + a1 * gi;
-        float vi = beta2 * v[i] + a2 * gi * gi;
+        float pi = p[i], mi = m[i], vi = v[i];
+        dqn_adam_elem(&ak, g[i], &pi, &mi, &vi, lr, beta1, beta2, eps, wd);
         m[i] = mi;
         v[i] = vi;
-        float pi = p[i];
-        p[i] = pi - lr * (mi * c1 / (sqrtf(vi * c2) + eps) + wd * pi);
+        p[i] = pi;
     }
 }
 
@@ -112,7 +106,7 @@ __global__ void k_target_hard(float *dst, const float *src, size_t n, int period
 
 __global__ void k_target_polyak(float *dst, const float *src, size_t n, float tau) {
     KERNEL_PROLOGUE();
-    GRID_STRIDE(i, n) dst[i] = tau * src[i] + (1.0f - tau) * dst[i];
+    GRID_STRIDE(i, n) dst[i] = dqn_polyak(tau, src[i], dst[i]);
 }
 
 __global__ void k_step_incr(uint64_t *step) {
@@ -200,17 +194,17 @@ __global__ void k_adam_target_step(float *p, const float *g, float *m, float *v,
     const uint64_t st = *(volatile const uint64_t *)step;
     const bool adam = !(skip && *skip != 0);
     const bool copy = period > 0 && (st + 1) % (uint64_t)period == 0;
-    const adam_k ak = adam_consts(st, gnorm, max_norm, beta1, beta2);
+    const dqn_adam_consts ak = dqn_adam_consts_at(st, gnorm, max_norm, beta1, beta2);
     GRID_STRIDE(i, n) {
         float pi = p[i];
         if (adam) {
             float mi = m[i], vi = v[i];
-            adam_elem(ak, g[i], &pi, &mi, &vi, lr, beta1, beta2, eps, wd);
+            dqn_adam_elem(&ak, g[i], &pi, &mi, &vi, lr, beta1, beta2, eps, wd);
             m[i] = mi;
             v[i] = vi;
             p[i] = pi;
         }
-        if (period == 0) target[i] = polyak_elem(tau, pi, target[i]);
+        if (period == 0) target[i] = dqn_polyak(tau, pi, target[i]);
         else if (copy) target[i] = pi;
     }
     __syncthreads();

@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_common.cuh"
 
 #define SG_T 256   /* threads: a 16 x 16 grid, each thread (BM/16) x (BN/16) outputs */
+#define SG_SPLIT 2 /* a dW GEMM's split: toward this many blocks a multiprocessor */
 
 typedef struct {
     const float *A;
@@ -270,16 +271,15 @@ __global__ void __launch_bounds__(SG_T) k_sgemm(sg_args k) {
 /* tiles of 64 (16 reduction rows a stage) where they give the GPU enough blocks, else 32 (32) */
 template <bool A_R1, bool B_J1>
 static dqn_status sg_launch(cuda_impl *c, sg_args *k, int split) {
-    const int big = c->sw.sg_tile ? c->sw.sg_tile == 64
-                               : ((k->M + 63) / 64) * ((k->N + 63) / 64) >= c->sm_count / 2;
+    const int big = ((k->M + 63) / 64) * ((k->N + 63) / 64) >= c->sm_count / 2;
     const int bm = big ? 64 : 32, bk = big ? 16 : 32;
     dim3 grid((unsigned)((k->M + bm - 1) / bm), (unsigned)((k->N + bm - 1) / bm), 1);
     const long tiles = (long)grid.x * grid.y;
     int z = 1;
-    if (split && c->sw.sg_split > 0) {
-        /* about sg_split blocks a multiprocessor, each at least two stages of the reduction, as
+    if (split) {
+        /* about SG_SPLIT blocks a multiprocessor, each at least two stages of the reduction, as
          * many as the workspace and the counters hold */
-        long want = ((long)c->sw.sg_split * c->sm_count + tiles - 1) / tiles;
+        long want = ((long)SG_SPLIT * c->sm_count + tiles - 1) / tiles;
         long most = (k->R + 2 * bk - 1) / (2 * bk);
         long room = (long)(CUDA_WORKSPACE_BYTES / sizeof(float)) / ((long)k->M * k->N + k->M);
         z = (int)(want < most ? want : most);

@@ -165,13 +165,14 @@ static size_t tr_smem_floats(const dqn_trunk_io *t) {
 static int tr_aligned(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* Where the kernel runs: d <= 64, every layer one the sequence would give the own GEMM kernel (so
- * the two agree bit for bit; in TF32 math only the small ones), at most trunk_rows rows, widths a
+ * the two agree bit for bit; in TF32 math none), at most tune.trunk_rows rows, widths a
  * multiple of 4 and 16-byte aligned inputs (its copies are 16 bytes), and the shared memory
  * there. */
 static int trunk_fused(const cuda_impl *c, const dqn_trunk_io *t) {
-    const double M = t->M, d = t->d, own = cuda_own_macs(c, c->sw.own_gemm_macs);
-    if (own <= 0 || t->d > TR_MAX_D || t->d % 4 || t->M > c->sw.trunk_rows) return 0;
-    if (t->W_in && (t->obs > c->sw.own_gemm_width || t->obs % 4 || M * t->obs * d > own ||
+    const double M = t->M, d = t->d;
+    const double own = c->compute == CUBLAS_COMPUTE_32F ? c->tune.own_gemm_macs : 0.0;
+    if (own <= 0 || t->d > TR_MAX_D || t->d % 4 || t->M > c->tune.trunk_rows) return 0;
+    if (t->W_in && (t->obs > OWN_GEMM_WIDTH || t->obs % 4 || M * t->obs * d > own ||
                     !tr_aligned(t->x) || !tr_aligned(t->W_in) || !tr_aligned(t->b_in)))
         return 0;
     if (!t->W_in && !tr_aligned(t->h0)) return 0;
