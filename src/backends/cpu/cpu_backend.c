@@ -12,28 +12,6 @@
 #include "core/error.h"
 #include "dqn_philox.h"
 
-/* gcc -O2 (GCC >= 12: vect-cost-model=very-cheap) only vectorises loops whose trip count is a
- * known multiple of the vector width, so elementwise loops run in fixed blocks plus a tail.
- * ivdep: each element is read and written at the same index, so in-place calls are safe. */
-#if defined(__clang__)
-#define IVDEP _Pragma("clang loop vectorize(assume_safety)")
-#else
-#define IVDEP _Pragma("GCC ivdep")
-#endif
-#define EACH_BLOCK 16
-#define EACH(i, n, ...)                                                 \
-    do {                                                                \
-        size_t i##0_ = 0, i##n_ = (n);                                  \
-        for (; i##0_ + EACH_BLOCK <= i##n_; i##0_ += EACH_BLOCK)        \
-            IVDEP for (size_t i##j_ = 0; i##j_ < EACH_BLOCK; i##j_++) { \
-                size_t i = i##0_ + i##j_;                               \
-                __VA_ARGS__;                                            \
-            }                                                           \
-        for (size_t i = i##0_; i < i##n_; i++) {                        \
-            __VA_ARGS__;                                                \
-        }                                                               \
-    } while (0)
-
 static dqn_status check_branches(const char *op, const dqn_branches *br) {
     REQUIRE(br, "%s: branches is NULL", op);
     REQUIRE(br->D >= 1 && br->D <= DQN_MAX_BRANCHES, "%s: D = %d branches, allowed 1..%d", op,
@@ -136,15 +114,87 @@ static dqn_status cpu_relu_fwd(dqn_backend *be, const float *x, float *y, size_t
     return DQN_OK;
 }
 
+/* c ? a : b through bit masks: gcc -O2 vectorises these where it does not if-convert a select */
+CPU_INLINE double blend_d(int c, double a, double b) {
+    uint64_t m = -(uint64_t)c, ab, bb;
+    memcpy(&ab, &a, sizeof ab);
+    memcpy(&bb, &b, sizeof bb);
+    ab = (ab & m) | (bb & ~m);
+    memcpy(&a, &ab, sizeof a);
+    return a;
+}
+
+CPU_INLINE float blend_f(int c, float a, float b) {
+    uint32_t m = -(uint32_t)c, ab, bb;
+    memcpy(&ab, &a, sizeof ab);
+    memcpy(&bb, &b, sizeof bb);
+    ab = (ab & m) | (bb & ~m);
+    memcpy(&a, &ab, sizeof a);
+    return a;
+}
+
+/* exp(x) = 2^k (1 + e) for |x| <= 1000 (NaN gives NaN) in double, branch-free so that it
+ * vectorises: x = k ln2 + r with |r| <= ln2 / 2, e = expm1(r) by its Taylor series to r^13 (the
+ * rest below 1e-17), 2^k from the bits of the rounded k (a normal double for |x| <= 708). */
+CPU_INLINE void exp_split(double x, double *two_k, double *e) {
+    const double ln2_hi = 0x1.62e42fee00000p-1, ln2_lo = 0x1.a39ef35793c76p-33;
+    const double shift = 0x1.8p52; /* adding it rounds to an integer held in the low bits */
+    double t = x * 0x1.71547652b82fep0 + shift, k = t - shift;
+    double r = (x - k * ln2_hi) - k * ln2_lo;
+    double p = 1.0 / 6227020800.0;
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    *e = p * r * r + r;
+    uint64_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    tb = (tb + 1023u) << 52; /* k's low bits plus the bias, into the exponent field */
+    memcpy(two_k, &tb, sizeof tb);
+}
+
+/* expm1(x) for x <= 0 as a float: within 0.5 ulp (checked against expm1 in double over every
+ * float in [-40, 0]); NaN stays NaN; below -30 the result is -1 whatever the argument */
+CPU_INLINE float expm1_neg(float x) {
+    double t, e;
+    exp_split(blend_d(x < -30.0f, -30.0, x), &t, &e);
+    return (float)(t * e + (t - 1.0));
+}
+
+/* 1 / (1 + exp(-x)) as a float, in double (NaN stays NaN) */
+CPU_INLINE float sigmoid_f(float x) {
+    double t, e, z = -(double)x;
+    z = blend_d(z < -700.0, -700.0, z);
+    z = blend_d(z > 700.0, 700.0, z);
+    exp_split(z, &t, &e);
+    return (float)(1.0 / (1.0 + (t * e + t)));
+}
+
+CPU_INLINE void elu_fwd_body(const float *x, float *y, size_t n) {
+    EACH(i, n, float e = expm1_neg(x[i]); y[i] = blend_f(x[i] > 0.0f, x[i], e));
+}
+CPU_CLONE(elu_fwd, (const float *x, float *y, size_t n), (x, y, n))
+
 static dqn_status cpu_elu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
     (void)be;
-    for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : expm1f(x[i]);
+    elu_fwd_any(x, y, n);
     return DQN_OK;
 }
 
 static dqn_status cpu_linear_act_fwd(dqn_backend *be, const float *X, const float *W,
                                      const float *b, float *Y, int M, int K, int N, dqn_act act) {
     REQUIRE(act >= DQN_ACT_NONE && act <= DQN_ACT_ELU, "linear_act_fwd: act = %d", (int)act);
+    dqn_status st;
+    if (act == DQN_ACT_RELU && M > 0 && K > 0 && N > 0 &&
+        dqn_gemm_xwt_relu(X, W, K, b, Y, M, K, N, &st))
+        return st;
     DQN_TRY(cpu_linear_fwd(be, X, W, b, Y, M, K, N));
     if (act == DQN_ACT_ELU) return cpu_elu_fwd(be, Y, Y, (size_t)M * (size_t)N);
     return act == DQN_ACT_RELU ? cpu_relu_fwd(be, Y, Y, (size_t)M * (size_t)N) : DQN_OK;
@@ -168,33 +218,41 @@ static dqn_status cpu_elu_bwd(dqn_backend *be, const float *y, const float *dy, 
 
 /* ---- GRN gate ---- */
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+CPU_INLINE void gate_fwd_body(const float *h, const float *g, float *r, size_t M, size_t d) {
+    for (size_t m = 0; m < M; m++) {
+        const float *restrict hm = h + m * d, *restrict ga = g + m * 2 * d, *restrict gb = ga + d;
+        float *restrict rm = r + m * d;
+        EACH(j, d, float s = sigmoid_f(gb[j]); rm[j] = hm[j] + ga[j] * s);
+    }
+}
+CPU_CLONE(gate_fwd, (const float *h, const float *g, float *r, size_t M, size_t d),
+          (h, g, r, M, d))
 
 static dqn_status cpu_gate_fwd(dqn_backend *be, const float *h, const float *g, float *r, int M,
                                int d) {
     (void)be;
     REQUIRE(M >= 0 && d >= 0, "gate_fwd: M=%d d=%d", M, d);
-    for (size_t m = 0; m < (size_t)M; m++) {
-        const float *hm = h + m * d, *ga = g + m * 2 * d, *gb = ga + d;
-        float *rm = r + m * d;
-        for (int j = 0; j < d; j++) rm[j] = hm[j] + ga[j] * sigmoidf(gb[j]);
-    }
+    gate_fwd_any(h, g, r, (size_t)M, (size_t)d);
     return DQN_OK;
 }
+
+/* dr may be dh (in place): each element of dr is read before dh is written */
+CPU_INLINE void gate_bwd_body(const float *g, const float *dr, float *dg, size_t M, size_t d) {
+    for (size_t m = 0; m < M; m++) {
+        const float *restrict ga = g + m * 2 * d, *restrict gb = ga + d, *restrict drm = dr + m * d;
+        float *restrict dga = dg + m * 2 * d, *restrict dgb = dga + d;
+        EACH(j, d, float s = sigmoid_f(gb[j]); dga[j] = drm[j] * s;
+             dgb[j] = drm[j] * ga[j] * s * (1.0f - s));
+    }
+}
+CPU_CLONE(gate_bwd, (const float *g, const float *dr, float *dg, size_t M, size_t d),
+          (g, dr, dg, M, d))
 
 static dqn_status cpu_gate_bwd(dqn_backend *be, const float *g, const float *dr, float *dh,
                                float *dg, int M, int d) {
     (void)be;
     REQUIRE(M >= 0 && d >= 0, "gate_bwd: M=%d d=%d", M, d);
-    for (size_t m = 0; m < (size_t)M; m++) {
-        const float *ga = g + m * 2 * d, *gb = ga + d, *drm = dr + m * d;
-        float *dga = dg + m * 2 * d, *dgb = dga + d;
-        for (int j = 0; j < d; j++) {
-            float s = sigmoidf(gb[j]);
-            dga[j] = drm[j] * s;
-            dgb[j] = drm[j] * ga[j] * s * (1.0f - s);
-        }
-    }
+    gate_bwd_any(g, dr, dg, (size_t)M, (size_t)d);
     if (dh != dr && M > 0 && d > 0) memcpy(dh, dr, (size_t)M * d * sizeof *dh);
     return DQN_OK;
 }
@@ -272,11 +330,9 @@ static dqn_status cpu_layernorm_bwd(dqn_backend *be, const float *x, const float
  * at once by rotating it through COS_BLOCK * theta, which vectorises along k. */
 enum { COS_BLOCK = 8 };
 
-static dqn_status cpu_cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos) {
-    (void)be;
-    REQUIRE(R >= 0 && n_cos >= 0, "cos_embed: R=%d n_cos=%d", R, n_cos);
+CPU_INLINE void cos_embed_body(const float *tau, float *C, size_t R, int n_cos) {
     const double pi = 3.14159265358979323846;
-    for (size_t r = 0; r < (size_t)R; r++) {
+    for (size_t r = 0; r < R; r++) {
         double c[COS_BLOCK], s[COS_BLOCK]; /* cos, sin of (k0 + j + 1) theta */
         c[0] = cos(pi * tau[r]), s[0] = sin(pi * tau[r]);
         for (int j = 1; j < COS_BLOCK; j++) {
@@ -297,6 +353,13 @@ static dqn_status cpu_cos_embed(dqn_backend *be, const float *tau, float *C, int
             }
         }
     }
+}
+CPU_CLONE(cos_embed, (const float *tau, float *C, size_t R, int n_cos), (tau, C, R, n_cos))
+
+static dqn_status cpu_cos_embed(dqn_backend *be, const float *tau, float *C, int R, int n_cos) {
+    (void)be;
+    REQUIRE(R >= 0 && n_cos >= 0, "cos_embed: R=%d n_cos=%d", R, n_cos);
+    cos_embed_any(tau, C, (size_t)R, n_cos);
     return DQN_OK;
 }
 
@@ -511,7 +574,7 @@ static dqn_status cpu_l2_norm(dqn_backend *be, const float *x, size_t n, float *
 static dqn_status cpu_clip_by_norm(dqn_backend *be, float *x, size_t n, const float *norm,
                                    float max_norm) {
     (void)be;
-    float s = dqn_clip_scale(norm, max_norm);
+    float s = cpu_clip_scale(norm[0], max_norm);
     if (s < 1.0f) EACH(i, n, x[i] *= s);
     return DQN_OK;
 }
@@ -525,9 +588,14 @@ static dqn_status cpu_adam(dqn_backend *be, float *p, const float *g, float *m, 
             "adam: beta1 = %g, beta2 = %g, each must be in [0, 1)", (double)beta1, (double)beta2);
     REQUIRE(max_norm <= 0.0f || gnorm, "adam: max_norm = %g needs gnorm", (double)max_norm);
     if (skip && *skip) return DQN_OK;
-    const dqn_adam_consts k = dqn_adam_consts_at(*step, gnorm, max_norm, beta1, beta2);
-    for (size_t i = 0; i < n; i++)
-        dqn_adam_elem(&k, g[i], &p[i], &m[i], &v[i], lr, beta1, beta2, eps, wd);
+    double t = (double)(*step + 1);
+    const float gs = max_norm > 0.0f ? cpu_clip_scale(gnorm[0], max_norm) : 1.0f;
+    const float c1 = (float)(1.0 / (1.0 - pow(beta1, t))),
+                c2 = (float)(1.0 / (1.0 - pow(beta2, t)));
+    const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
+    EACH(i, n, float gi = g[i] * gs; m[i] = beta1 * m[i] + a1 * gi;
+         v[i] = beta2 * v[i] + a2 * gi * gi;
+         p[i] -= lr * (m[i] * c1 / (sqrtf(v[i] * c2) + eps) + wd * p[i]));
     return DQN_OK;
 }
 
@@ -540,7 +608,8 @@ static dqn_status cpu_target_update(dqn_backend *be, float *dst, const float *sr
         return DQN_OK;
     }
     REQUIRE(tau >= 0.0f && tau <= 1.0f, "target_update: tau = %g, must be in [0, 1]", (double)tau);
-    EACH(i, n, dst[i] = dqn_polyak(tau, src[i], dst[i]));
+    const float keep = 1.0f - tau;
+    EACH(i, n, dst[i] = tau * src[i] + keep * dst[i]);
     return DQN_OK;
 }
 

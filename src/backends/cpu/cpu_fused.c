@@ -8,7 +8,7 @@
 #include "backends/cpu/gemm.h"
 
 /* sum a[j] b[j] in double */
-static double dot_d(const float *a, const float *b, int n) {
+CPU_INLINE double dot_d(const float *a, const float *b, int n) {
     double lane[LANES] = {0}, s = 0;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
@@ -18,18 +18,27 @@ static double dot_d(const float *a, const float *b, int n) {
     return s;
 }
 
-dqn_status cpu_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
-                         const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
-                         int H, const dqn_branches *br) {
-    REQUIRE(R >= 0 && H > 0 && br && br->A > 0, "heads_fwd: R=%d H=%d A=%d", R, H,
-            br ? br->A : 0);
-    const int A = br->A;
-    for (size_t r = 0; r < (size_t)R; r++) {
+CPU_INLINE void heads_fwd_body(const float *hva, const float *Wv2, const float *bv2,
+                               const float *Wa2, const float *ba2, float *V, float *Adv, size_t R,
+                               int H, int A) {
+    for (size_t r = 0; r < R; r++) {
         const float *hv = hva + r * 2 * H, *ha = hv + H;
         V[r] = (float)(bv2[0] + dot_d(hv, Wv2, H));
         for (int a = 0; a < A; a++)
             Adv[r * A + a] = (float)(ba2[a] + dot_d(ha, Wa2 + (size_t)a * H, H));
     }
+}
+CPU_CLONE(heads_fwd,
+          (const float *hva, const float *Wv2, const float *bv2, const float *Wa2,
+           const float *ba2, float *V, float *Adv, size_t R, int H, int A),
+          (hva, Wv2, bv2, Wa2, ba2, V, Adv, R, H, A))
+
+dqn_status cpu_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, const float *bv2,
+                         const float *Wa2, const float *ba2, float *V, float *Adv, float *Z, int R,
+                         int H, const dqn_branches *br) {
+    REQUIRE(R >= 0 && H > 0 && br && br->A > 0, "heads_fwd: R=%d H=%d A=%d", R, H,
+            br ? br->A : 0);
+    heads_fwd_any(hva, Wv2, bv2, Wa2, ba2, V, Adv, (size_t)R, H, br->A);
     return be->ops->dueling_fwd(be, V, Adv, Z, R, br);
 }
 
@@ -40,6 +49,37 @@ dqn_status cpu_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const float
     return be->ops->l2_norm(be, x1, n1, norms + 1);
 }
 
+/* the row loop of heads_bwd: acc as there */
+CPU_INLINE void heads_bwd_body(const float *hva, const float *Wv2, const float *Wa2,
+                               const float *dV, const float *dAdv, float cV, float cA,
+                               float *dhva, double *acc, size_t R, int H, int A) {
+    double *restrict db = acc + (size_t)(A + 1) * H, *restrict row = db + A + 1;
+    double *restrict accv = acc;
+    for (size_t r = 0; r < R; r++) {
+        const float *restrict hv = hva + r * 2 * H, *restrict ha = hv + H;
+        const float *restrict ga = dAdv + r * A;
+        float *restrict dhv = dhva + r * 2 * H, *restrict dha = dhv + H;
+        const float gv = dV[r] * cV;
+        /* linear_bwd with N = 1, then relu_bwd */
+        EACH(j, (size_t)H, float on = hv[j] > 0.0f; dhv[j] = (gv * Wv2[j]) * on);
+        EACH(j, (size_t)H, accv[j] += (double)gv * hv[j]; row[j] = 0);
+        db[0] += gv;
+        for (int a = 0; a < A; a++) {
+            const float *restrict w = Wa2 + (size_t)a * H;
+            const double g = ga[a] * cA;
+            double *restrict aw = acc + (size_t)(1 + a) * H;
+            EACH(j, (size_t)H, row[j] += g * w[j]; aw[j] += g * ha[j]);
+            db[1 + a] += g;
+        }
+        EACH(j, (size_t)H, float on = ha[j] > 0.0f; dha[j] = (float)row[j] * on);
+    }
+}
+CPU_CLONE(heads_bwd,
+          (const float *hva, const float *Wv2, const float *Wa2, const float *dV,
+           const float *dAdv, float cV, float cA, float *dhva, double *acc, size_t R, int H,
+           int A),
+          (hva, Wv2, Wa2, dV, dAdv, cV, cA, dhva, acc, R, H, A))
+
 dqn_status cpu_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, const float *Wa2,
                          const float *dV, const float *dAdv, const float *norms, float max_norm,
                          float *dhva, float *dbva, float *dWv2, float *dbv2, float *dWa2,
@@ -48,38 +88,15 @@ dqn_status cpu_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, co
     REQUIRE(!(max_norm > 0.0f) || norms, "heads_bwd: max_norm = %g needs norms", (double)max_norm);
     (void)be;
     /* x * 1 == x: scaling by an inactive factor changes nothing, as clip_by_norm skipping it */
-    const float cV = dqn_clip_scale(norms, max_norm);
-    const float cA = dqn_clip_scale(norms ? norms + 1 : NULL, max_norm);
+    const float cV = max_norm > 0.0f ? cpu_clip_scale(norms[0], max_norm) : 1.0f;
+    const float cA = max_norm > 0.0f ? cpu_clip_scale(norms[1], max_norm) : 1.0f;
     /* acc: [A+1][H] weight gradients (row 0 value, 1+a advantage), [A+1] biases, [H] one row's
      * advantage input gradient */
     size_t nw = (size_t)(A + 1) * H, nacc = nw + (size_t)(A + 1) + (size_t)H;
     double *acc = calloc(nacc, sizeof *acc);
     if (!acc) return DQN_ERR(DQN_ERR_NOMEM, "heads_bwd: %zu accumulators", nacc);
-    double *db = acc + nw, *row = db + A + 1;
-    for (size_t r = 0; r < (size_t)R; r++) {
-        const float *hv = hva + r * 2 * H, *ha = hv + H, *ga = dAdv + r * A;
-        float *dhv = dhva + r * 2 * H, *dha = dhv + H, gv = dV[r] * cV;
-        for (int j = 0; j < H; j++) {
-            float x = gv * Wv2[j], on = hv[j] > 0.0f;  /* linear_bwd with N = 1, then relu_bwd */
-            dhv[j] = x * on;
-            acc[j] += (double)gv * hv[j];
-            row[j] = 0;
-        }
-        db[0] += gv;
-        for (int a = 0; a < A; a++) {
-            const float *w = Wa2 + (size_t)a * H;
-            double g = ga[a] * cA, *aw = acc + (size_t)(1 + a) * H;
-            for (int j = 0; j < H; j++) {
-                row[j] += g * w[j];
-                aw[j] += g * ha[j];
-            }
-            db[1 + a] += g;
-        }
-        for (int j = 0; j < H; j++) {
-            float on = ha[j] > 0.0f;
-            dha[j] = (float)row[j] * on;
-        }
-    }
+    heads_bwd_any(hva, Wv2, Wa2, dV, dAdv, cV, cA, dhva, acc, (size_t)R, H, A);
+    const double *db = acc + nw;
     for (int j = 0; j < H; j++) dWv2[j] = (float)acc[j];
     for (size_t k = 0; k < (size_t)A * H; k++) dWa2[k] = (float)acc[H + k];
     dbv2[0] = (float)db[0];
@@ -126,36 +143,52 @@ dqn_status cpu_iqn_embed_fwd(dqn_backend *be, const float *tau, const float *W, 
 /* Per element, the sequence's operations in its order: dh2 = 0 + the dcat sums (concat_bcast_bwd
  * after the fill), dh = 0 + the dz * phi sums (mul_bcast_bwd), dh += 1 * dh2 (axpy), and dphi =
  * (dz * h) * (phi > 0) (mul_bcast_bwd, relu_bwd); dphi_b gets each column's rows in row order,
- * as cpu_colsum adds them. */
+ * as cpu_colsum adds them. Rows run outermost so that the columns vectorise. */
+CPU_INLINE void iqn_bwd_rows(
+    const float *restrict dcat, const float *restrict h, const float *restrict phi,
+    float *restrict dz, float *restrict dh, float *restrict dphi, float *restrict dphi_b,
+    float *restrict ac, size_t B, size_t T, size_t d, const int cat, const int bias) {
+    const size_t D2 = 2 * d;
+    for (size_t s = 0; s < B; s++) {
+        const float *restrict hs = h + s * d;
+        float *restrict am = dh + s * d;
+        EACH(k, d, am[k] = 0.0f; if (cat) ac[k] = 0.0f);
+        for (size_t r = s * T; r < (s + 1) * T; r++) {
+            const float *restrict pr = phi + r * d, *restrict dc = cat ? dcat + r * D2 : NULL;
+            float *restrict dzr = dz + r * d, *restrict dpr = dphi + r * d;
+            EACH(k, d, float on = pr[k] > 0.0f; float gz = cat ? dc[k] : dzr[k];
+                 float g = (gz * hs[k]) * on; dpr[k] = g; am[k] += gz * pr[k];
+                 if (cat) dzr[k] = gz; if (cat) ac[k] += dc[d + k]; if (bias) dphi_b[k] += g);
+        }
+        if (cat) EACH(k, d, am[k] = am[k] + 1.0f * ac[k]);
+    }
+}
+
+CPU_INLINE void iqn_bwd_body(const float *dcat, const float *h, const float *phi, float *dz,
+                             float *dh, float *dphi, float *dphi_b, float *ac, size_t b, size_t t,
+                             size_t n) {
+    if (dcat && dphi_b) iqn_bwd_rows(dcat, h, phi, dz, dh, dphi, dphi_b, ac, b, t, n, 1, 1);
+    else if (dcat) iqn_bwd_rows(dcat, h, phi, dz, dh, dphi, NULL, ac, b, t, n, 1, 0);
+    else if (dphi_b) iqn_bwd_rows(NULL, h, phi, dz, dh, dphi, dphi_b, NULL, b, t, n, 0, 1);
+    else iqn_bwd_rows(NULL, h, phi, dz, dh, dphi, NULL, NULL, b, t, n, 0, 0);
+}
+CPU_CLONE(iqn_bwd,
+          (const float *dcat, const float *h, const float *phi, float *dz, float *dh, float *dphi,
+           float *dphi_b, float *ac, size_t b, size_t t, size_t n),
+          (dcat, h, phi, dz, dh, dphi, dphi_b, ac, b, t, n))
+
 dqn_status cpu_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, const float *phi,
                        float *dz, float *dh, float *dphi, float *dphi_b, int B, int T, int d,
                        const void *hplan) {
     REQUIRE(B >= 0 && T >= 0 && d >= 0, "iqn_bwd: B=%d T=%d d=%d", B, T, d);
     REQUIRE(!hplan || !dcat, "iqn_bwd: a health plan of dz needs dz as the input (dcat NULL)");
     if (hplan) DQN_TRY(be->ops->health_check(be, hplan));
-    const size_t D2 = 2 * (size_t)d;
-    if (dphi_b)
-        for (size_t k = 0; k < (size_t)d; k++) dphi_b[k] = 0.0f;
-    for (size_t s = 0; s < (size_t)B; s++)
-        for (size_t k = 0; k < (size_t)d; k++) {
-            float am = 0.0f, ac = 0.0f, hk = h[s * d + k];
-            for (size_t r = s * T; r < (s + 1) * T; r++) {
-                size_t q = r * d + k;
-                float gz;
-                if (dcat) {
-                    gz = dcat[r * D2 + k];
-                    dz[q] = gz;
-                    ac += dcat[r * D2 + d + k];
-                } else {
-                    gz = dz[q];
-                }
-                float p = phi[q], dp = gz * hk, on = p > 0.0f, g = dp * on;
-                am += gz * p;
-                dphi[q] = g;
-                if (dphi_b) dphi_b[k] += g;
-            }
-            dh[s * d + k] = dcat ? am + 1.0f * ac : am;
-        }
+    if (dphi_b) EACH(k, (size_t)d, dphi_b[k] = 0.0f);
+    float *ac = NULL;
+    if (dcat && !(ac = malloc(((size_t)d + 1) * sizeof *ac)))
+        return DQN_ERR(DQN_ERR_NOMEM, "iqn_bwd: %d accumulators", d);
+    iqn_bwd_any(dcat, h, phi, dz, dh, dphi, dphi_b, ac, (size_t)B, (size_t)T, (size_t)d);
+    free(ac);
     return DQN_OK;
 }
 
@@ -186,6 +219,8 @@ dqn_status cpu_linear_ld_fwd(dqn_backend *be, const float *X, const float *W, in
     REQUIRE(M > 0 && K > 0 && N > 0 && ldw >= K, "linear_ld_fwd: M=%d K=%d N=%d ldw=%d", M, K, N,
             ldw);
     REQUIRE(act >= DQN_ACT_NONE && act <= DQN_ACT_ELU, "linear_ld_fwd: act = %d", (int)act);
+    dqn_status st;
+    if (act == DQN_ACT_RELU && dqn_gemm_xwt_relu(X, W, ldw, b, Y, M, K, N, &st)) return st;
     DQN_TRY(dqn_gemm_xwt_ld(X, W, ldw, b, Y, M, K, N));
     if (act == DQN_ACT_ELU) return be->ops->elu_fwd(be, Y, Y, (size_t)M * N);
     return act == DQN_ACT_RELU ? be->ops->relu_fwd(be, Y, Y, (size_t)M * N) : DQN_OK;

@@ -1,12 +1,53 @@
-/* What the CPU backend's files share: argument checks that name the op, and the lane count of
- * its double accumulators. */
+/* What the CPU backend's files share: argument checks that name the op, the elementwise loop
+ * macro, run-time ISA dispatch for hot loops, and the lane count of its double accumulators. */
 #ifndef DQN_CPU_INTERNAL_H
 #define DQN_CPU_INTERNAL_H
 #include <math.h>
 
 #include "backends/backend.h"
 #include "core/error.h"
-#include "core/update_math.h"
+
+/* gcc -O2 (GCC >= 12: vect-cost-model=very-cheap) only vectorises loops whose trip count is a
+ * known multiple of the vector width, so elementwise loops run in fixed blocks plus a tail.
+ * ivdep: each element is read and written at the same index, so in-place calls are safe. */
+#if defined(__clang__)
+#define IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define IVDEP _Pragma("GCC ivdep")
+#endif
+#define EACH_BLOCK 16
+#define EACH(i, n, ...)                                                 \
+    do {                                                                \
+        size_t i##0_ = 0, i##n_ = (n);                                  \
+        for (; i##0_ + EACH_BLOCK <= i##n_; i##0_ += EACH_BLOCK)        \
+            IVDEP for (size_t i##j_ = 0; i##j_ < EACH_BLOCK; i##j_++) { \
+                size_t i = i##0_ + i##j_;                               \
+                __VA_ARGS__;                                            \
+            }                                                           \
+        for (size_t i = i##0_; i < i##n_; i++) {                        \
+            __VA_ARGS__;                                                \
+        }                                                               \
+    } while (0)
+
+/* CPU_CLONE(name, params, args): name##_any, a static function whose body is the always-inline
+ * name##_body, compiled twice on x86-64 (baseline SSE2 and AVX2) and picked at run time. Neither
+ * copy may use FMA (ISO C mode does not contract), so both give the same floats: the AVX2 copy
+ * only runs the same vectorised loops on wider registers. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CPU_CLONE(name, params, args)                                                 \
+    static void name##_base params { name##_body args; }                              \
+    __attribute__((target("avx2"))) static void name##_avx2 params { name##_body args; } \
+    static void name##_any params {                                                   \
+        if (__builtin_cpu_supports("avx2"))                                           \
+            name##_avx2 args;                                                         \
+        else                                                                          \
+            name##_base args;                                                         \
+    }
+#else
+#define CPU_CLONE(name, params, args) \
+    static void name##_any params { name##_body args; }
+#endif
+#define CPU_INLINE static inline __attribute__((always_inline))
 
 /* Double accumulators in independent lanes: vectorisable, and a shorter rounding chain. */
 enum { LANES = 8 };
@@ -15,6 +56,11 @@ enum { LANES = 8 };
     do {                                                       \
         if (!(cond)) return DQN_ERR(DQN_ERR_ARG, __VA_ARGS__); \
     } while (0)
+
+/* min(1, max_norm / norm), 1 when clipping is off or the norm is not a positive finite value */
+static inline float cpu_clip_scale(float norm, float max_norm) {
+    return max_norm > 0.0f && isfinite(norm) && norm > max_norm ? max_norm / norm : 1.0f;
+}
 
 /* the fused ops (cpu_fused.c), for the op table (cpu_backend.c: cpu_<name> for each entry of
  * backends/ops.def) */

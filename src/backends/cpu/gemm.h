@@ -1,5 +1,5 @@
 /* The three GEMMs of a linear layer with W [N, K] (row-major): OpenBLAS when built with
- * DQN_HAVE_OPENBLAS, else a built-in blocked GEMM. Sizes must be positive. */
+ * DQN_HAVE_OPENBLAS, else the built-in GEMM (gemm.c). Sizes must be positive. */
 #ifndef DQN_CPU_GEMM_H
 #define DQN_CPU_GEMM_H
 #include "dqn.h"
@@ -20,5 +20,28 @@ dqn_status dqn_gemm_dyw_ld(const float *dY, const float *W, int ldw, float *dX, 
                            int K, int N);
 dqn_status dqn_gemm_dytx_ld(const float *dY, const float *X, float *dW, int ldw, int M, int K,
                             int N);
+
+/* Y = ReLU(X W^T + b) (ReLU as relu_fwd's) in one pass where the GEMM can (the built-in one):
+ * returns 1 with the status in *st, else 0 having done nothing (then xwt_ld and relu_fwd). */
+int dqn_gemm_xwt_relu(const float *X, const float *W, int ldw, const float *b, float *Y, int M,
+                      int K, int N, dqn_status *st);
+
+/* The built-in GEMM itself, in every build (the benchmarks compare it with OpenBLAS's). */
+dqn_status dqn_gemm_builtin_xwt_ld(const float *X, const float *W, int ldw, const float *b,
+                                   float *Y, int M, int K, int N);
+dqn_status dqn_gemm_builtin_xwt_relu(const float *X, const float *W, int ldw, const float *b,
+                                     float *Y, int M, int K, int N);
+dqn_status dqn_gemm_builtin_dyw_ld(const float *dY, const float *W, int ldw, float *dX, int acc,
+                                   int M, int K, int N);
+dqn_status dqn_gemm_builtin_dytx_ld(const float *dY, const float *X, float *dW, int ldw, int M,
+                                    int K, int N);
+/* The built-in GEMM's tile kernels: "avx512", "avx2" or "portable" */
+const char *dqn_gemm_builtin_isa(void);
+
+/* For benchmarks only, called while no GEMM runs: route an OpenBLAS build's GEMMs to the built-in
+ * one (on != 0; a no-op in a built-in build), and make the built-in GEMM use the tile kernels
+ * named ("auto", "portable", "avx2", "avx512"; returns 0 where this CPU lacks them). */
+void dqn_cpu_gemm_force_builtin(int on);
+int dqn_gemm_builtin_force_isa(const char *isa);
 
 #endif
