@@ -574,7 +574,7 @@ static dqn_status cpu_l2_norm(dqn_backend *be, const float *x, size_t n, float *
 static dqn_status cpu_clip_by_norm(dqn_backend *be, float *x, size_t n, const float *norm,
                                    float max_norm) {
     (void)be;
-    float s = cpu_clip_scale(norm[0], max_norm);
+    float s = dqn_clip_scale(norm, max_norm);
     if (s < 1.0f) EACH(i, n, x[i] *= s);
     return DQN_OK;
 }
@@ -588,14 +588,8 @@ static dqn_status cpu_adam(dqn_backend *be, float *p, const float *g, float *m, 
             "adam: beta1 = %g, beta2 = %g, each must be in [0, 1)", (double)beta1, (double)beta2);
     REQUIRE(max_norm <= 0.0f || gnorm, "adam: max_norm = %g needs gnorm", (double)max_norm);
     if (skip && *skip) return DQN_OK;
-    double t = (double)(*step + 1);
-    const float gs = max_norm > 0.0f ? cpu_clip_scale(gnorm[0], max_norm) : 1.0f;
-    const float c1 = (float)(1.0 / (1.0 - pow(beta1, t))),
-                c2 = (float)(1.0 / (1.0 - pow(beta2, t)));
-    const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
-    EACH(i, n, float gi = g[i] * gs; m[i] = beta1 * m[i] + a1 * gi;
-         v[i] = beta2 * v[i] + a2 * gi * gi;
-         p[i] -= lr * (m[i] * c1 / (sqrtf(v[i] * c2) + eps) + wd * p[i]));
+    const dqn_adam_consts k = dqn_adam_consts_at(*step, gnorm, max_norm, beta1, beta2);
+    EACH(i, n, dqn_adam_elem(&k, g[i], &p[i], &m[i], &v[i], lr, beta1, beta2, eps, wd));
     return DQN_OK;
 }
 
@@ -608,8 +602,7 @@ static dqn_status cpu_target_update(dqn_backend *be, float *dst, const float *sr
         return DQN_OK;
     }
     REQUIRE(tau >= 0.0f && tau <= 1.0f, "target_update: tau = %g, must be in [0, 1]", (double)tau);
-    const float keep = 1.0f - tau;
-    EACH(i, n, dst[i] = tau * src[i] + keep * dst[i]);
+    EACH(i, n, dst[i] = dqn_polyak(tau, src[i], dst[i]));
     return DQN_OK;
 }
 

@@ -88,8 +88,8 @@ dqn_status cpu_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, co
     REQUIRE(!(max_norm > 0.0f) || norms, "heads_bwd: max_norm = %g needs norms", (double)max_norm);
     (void)be;
     /* x * 1 == x: scaling by an inactive factor changes nothing, as clip_by_norm skipping it */
-    const float cV = max_norm > 0.0f ? cpu_clip_scale(norms[0], max_norm) : 1.0f;
-    const float cA = max_norm > 0.0f ? cpu_clip_scale(norms[1], max_norm) : 1.0f;
+    const float cV = dqn_clip_scale(norms, max_norm);
+    const float cA = dqn_clip_scale(norms ? norms + 1 : NULL, max_norm);
     /* acc: [A+1][H] weight gradients (row 0 value, 1+a advantage), [A+1] biases, [H] one row's
      * advantage input gradient */
     size_t nw = (size_t)(A + 1) * H, nacc = nw + (size_t)(A + 1) + (size_t)H;

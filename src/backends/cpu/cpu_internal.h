@@ -6,6 +6,7 @@
 
 #include "backends/backend.h"
 #include "core/error.h"
+#include "core/update_math.h"
 
 /* gcc -O2 (GCC >= 12: vect-cost-model=very-cheap) only vectorises loops whose trip count is a
  * known multiple of the vector width, so elementwise loops run in fixed blocks plus a tail.
@@ -56,11 +57,6 @@ enum { LANES = 8 };
     do {                                                       \
         if (!(cond)) return DQN_ERR(DQN_ERR_ARG, __VA_ARGS__); \
     } while (0)
-
-/* min(1, max_norm / norm), 1 when clipping is off or the norm is not a positive finite value */
-static inline float cpu_clip_scale(float norm, float max_norm) {
-    return max_norm > 0.0f && isfinite(norm) && norm > max_norm ? max_norm / norm : 1.0f;
-}
 
 /* the fused ops (cpu_fused.c), for the op table (cpu_backend.c: cpu_<name> for each entry of
  * backends/ops.def) */
