@@ -5,7 +5,7 @@
 #   Here:        bash scripts/gpu-ab.sh prepare REV     (REV's tree into .abbase/, git-ignored)
 #   The device:  run tool with carry [".abbase"]:  bash scripts/gpu-ab.sh run
 #   AB_RUNS="cuda,cartpole,off cuda,seed,detect ..." (device,model,health), BS="256 4096",
-#   PASSES (default 2), TESTS="test_gpu_ops test_gpu_health" (run first, on the new build).
+#   PASSES (default 2), TESTS="test_gpu_model test_gpu_health" (run first, on the new build).
 # Logs under $OUT when set (else build-gpu/ab-logs); exits non-zero if a build or test failed.
 set -u
 cd "$(dirname "$0")/.."
