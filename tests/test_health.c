@@ -459,7 +459,8 @@ static void test_real_overflow(void) {
         }
 }
 
-static dqn_trainer *trainer_for(const char *health, const char *fault, const char *lr) {
+static dqn_trainer *trainer_for_replay(const char *health, const char *fault, const char *lr,
+                                      const char *replay) {
     /* lr "10" comes with weight decay 0.5: a diverging run */
     dqn_config c;
     CHECK_OK(dqn_config_preset(&c, "cartpole"));
@@ -470,9 +471,14 @@ static dqn_trainer *trainer_for(const char *health, const char *fault, const cha
     if (fault) CHECK_OK(dqn_config_set(&c, "fault", fault));
     if (lr) CHECK_OK(dqn_config_set(&c, "lr", lr));
     if (lr) CHECK_OK(dqn_config_set(&c, "weight_decay", "0.5"));
+    CHECK_OK(dqn_config_set(&c, "replay", replay));
     dqn_trainer *t = NULL;
     CHECK_OK(dqn_trainer_create(&c, &t));
     return t;
+}
+
+static dqn_trainer *trainer_for(const char *health, const char *fault, const char *lr) {
+    return trainer_for_replay(health, fault, lr, "uniform");
 }
 
 /* CartPole through the trainer: guard leaves the run bitwise as off leaves it */
@@ -497,9 +503,10 @@ static void test_trainer_bitwise(void) {
 
 static char tmpdir[] = "/tmp/dqn_test_health_XXXXXX";
 
-/* a saved event re-runs to the same slot; the asynchronous poll lags one call */
-static void test_replay(const char *health, const char *fault, const char *lr) {
-    dqn_trainer *t = trainer_for(health, fault, lr);
+/* a saved event re-runs to the same slot (with prioritised replay, the same importance weights);
+ * the asynchronous poll lags one call */
+static void test_replay(const char *health, const char *fault, const char *lr, const char *replay) {
+    dqn_trainer *t = trainer_for_replay(health, fault, lr, replay);
     if (!t) return;
     dqn_health_report r;
     CHECK_OK(dqn_trainer_run_until(t, 2000));
@@ -514,7 +521,7 @@ static void test_replay(const char *health, const char *fault, const char *lr) {
     CHECK(r.updates == (uint64_t)t->updates, "sync poll");
     CHECK(r.event.slot >= 0, "%s %s lr %s: no event", health, fault ? fault : "-", lr ? lr : "-");
     char path[256];
-    snprintf(path, sizeof path, "%s/event-%s.bin", tmpdir, health);
+    snprintf(path, sizeof path, "%s/event-%s-%s.bin", tmpdir, health, replay);
     if (r.event.slot >= 0) {
         CHECK_OK(dqn_trainer_health_save_event(t, path));
         dqn_health_replay *rp = NULL;
@@ -533,6 +540,35 @@ static void test_replay(const char *health, const char *fault, const char *lr) {
             CHECK(q->updates == 1, "the replay runs one update");
             dqn_health_replay_destroy(rp);
         }
+    }
+    dqn_trainer_destroy(t);
+}
+
+/* With prioritised replay the event's snapshot holds the batch's importance weights: the replay's
+ * loss is the recorded update's, bit for bit (the fault lands after the loss, on grad_norm). */
+static void test_replay_weighted(void) {
+    enum { K = 40 };
+    dqn_trainer *t = trainer_for_replay("detect", "grad_norm:40:huge", NULL, "prioritized");
+    if (!t) return;
+    int64_t step = 0;
+    while (t->updates < K + 1 && step < 6000) CHECK_OK(dqn_trainer_run_until(t, ++step));
+    dqn_health_report r;
+    CHECK_OK(dqn_trainer_health_poll(t, 1, &r));
+    int loss = t->model.h.tab.loss;
+    CHECK(r.updates == K + 1 && r.event.update == K && r.event.slot == t->model.h.tab.grad_norm,
+          "%llu updates, event at %lld slot %d", (unsigned long long)r.updates,
+          (long long)r.event.update, r.event.slot);
+    char path[256];
+    snprintf(path, sizeof path, "%s/event-weighted.bin", tmpdir);
+    CHECK_OK(dqn_trainer_health_save_event(t, path));
+    dqn_health_replay *rp = NULL;
+    CHECK_OK(dqn_health_replay_run(path, "cpu", &rp));
+    if (rp) {
+        const dqn_health_report *q = dqn_health_replay_report(rp);
+        float a = r.slots[loss].max_abs, b = q->slots[loss].max_abs;
+        CHECK(memcmp(&a, &b, sizeof a) == 0 && q->event.slot == r.event.slot,
+              "weighted replay: loss %.9g, recorded %.9g", b, a);
+        dqn_health_replay_destroy(rp);
     }
     dqn_trainer_destroy(t);
 }
@@ -589,9 +625,10 @@ int main(void) {
     test_faults();
     test_real_overflow();
     test_trainer_bitwise();
-    test_replay("detect", "d_trunk:900:inf", NULL);
-    test_replay("guard", "grad.grn0.Wb:1200:huge", NULL);
-    test_replay("detect", NULL, "10");   /* a diverging run: no injection */
+    test_replay("detect", "d_trunk:900:inf", NULL, "uniform");
+    test_replay("guard", "grad.grn0.Wb:1200:huge", NULL, "uniform");
+    test_replay("detect", NULL, "10", "uniform");   /* a diverging run: no injection */
+    test_replay_weighted();
     test_checkpoint();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -423,7 +423,7 @@ static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
     const dqn_branches *br = &m->L.arch.br;
     int B = c->B;
     const size_t ny = (size_t)B * (c->mode == DQN_TARGET_MEAN ? 1 : br->D) * c->Nt;
-    float *w = m->per ? m->w : NULL, *ps = m->per ? m->ps : NULL;
+    float *w = c->weighted ? m->w : NULL, *ps = m->per ? m->ps : NULL;
     if (be->ops->targets_huber && !SEAM(hm, y)) {
         const dqn_target_io t = {m->f_tgt.Z, m->astar, m->R, m->disc, m->y};
         DQN_TRY(be->ops->targets_huber(be, &t, m->f_on.Z, m->tau, m->act, w, m->loss, m->bw.dZ, ps,

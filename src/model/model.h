@@ -60,6 +60,7 @@ typedef struct {
     dqn_health_mode health;
     float guard_scale, guard_floor;
     const char *fault;               /* fault spec (health/health.h) or NULL; read at create */
+    int weighted;                    /* the loss takes importance weights (prioritised replay) */
 } dqn_update_cfg;
 
 /* The health subsystem's part of a model (model_health.c); empty when health is off. */
@@ -70,10 +71,11 @@ typedef struct {
     int n_faults;
     dqn_health_block *blk;           /* backend memory */
     /* the state at the start of the update (backup) and its copy frozen at the first event (snap):
-     * params, target, adam_m, adam_v, the ISV, then the batch x, xn, R, disc, act */
+     * params, target, adam_m, adam_v, the ISV, then the batch x, xn, R, disc, act (and its
+     * importance weights w when the loss takes them) */
     unsigned char *backup, *snap;
     size_t off_params, off_target, off_m, off_v, off_isv, off_x, off_xn, off_R, off_disc, off_act,
-        snap_bytes;
+        off_w, snap_bytes;
     void *plan_heads, *plan_dcat, *plan_dz, *plan_dtrunk, *plan_dtrunk_out, *plan_commit;
     void *plan_embed;   /* phi's and z's checks: run by iqn_embed_fwd, finished by the commit */
     /* guard mode's clamp plans an op runs (model_health.c): heads' by l2_norm2, d_concat's by

@@ -109,6 +109,7 @@ static void snapshot_layout(dqn_model *m) {
     h->off_R = o; o += B * sizeof(float);
     h->off_disc = o; o += B * sizeof(float);
     h->off_act = o; o += B * (size_t)m->L.arch.br.D * sizeof(int32_t);
+    h->off_w = o; o += m->ucfg.weighted ? B * sizeof(float) : 0;
     h->snap_bytes = o;
 }
 
@@ -269,6 +270,7 @@ static dqn_status build_plans(dqn_model *m) {
     add_copy(p, bk + h->off_R, m->R, B * sizeof(float), DQN_HCOPY_ALWAYS);
     add_copy(p, bk + h->off_disc, m->disc, B * sizeof(float), DQN_HCOPY_ALWAYS);
     add_copy(p, bk + h->off_act, m->act, B * a->br.D * sizeof(int32_t), DQN_HCOPY_ALWAYS);
+    if (c->weighted) add_copy(p, bk + h->off_w, m->w, B * sizeof(float), DQN_HCOPY_ALWAYS);
     add_check(p, check_of(m, t->obs, m->x, B * a->obs_dim));
     for (int l = 0; l < Lb; l++) {
         k = check_of(m, t->grn_out[l], m->f_on.h[l + 1], B * d);
@@ -429,5 +431,6 @@ dqn_status dqn_model_health_load_snapshot(dqn_model *m, const void *host, uint64
     DQN_TRY(be->ops->h2d(be, m->R, p + h->off_R, B * sizeof(float)));
     DQN_TRY(be->ops->h2d(be, m->disc, p + h->off_disc, B * sizeof(float)));
     DQN_TRY(be->ops->h2d(be, m->act, p + h->off_act, B * (size_t)m->L.arch.br.D * sizeof(int32_t)));
+    if (m->ucfg.weighted) DQN_TRY(be->ops->h2d(be, m->w, p + h->off_w, B * sizeof(float)));
     return be->ops->h2d(be, m->step, &update, sizeof update);
 }

@@ -75,6 +75,7 @@ void dqn_update_cfg_of(const dqn_config *c, dqn_update_cfg *u) {
     u->guard_scale = (float)c->guard_scale;
     u->guard_floor = (float)c->guard_floor;
     u->fault = c->fault;
+    u->weighted = strcmp(c->replay, "prioritized") == 0;
 }
 
 void dqn_trainer_destroy(dqn_trainer *t) {
