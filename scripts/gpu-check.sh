@@ -41,9 +41,11 @@ if has tests; then
 fi
 
 if has san && [ -x "$SAN" ]; then
-  # memcheck and racecheck over the GPU op tests' small shapes; initcheck over test_gpu_ops
-  for run in memcheck:test_gpu_ops memcheck:test_gpu_health racecheck:test_gpu_ops \
-             racecheck:test_gpu_health initcheck:test_gpu_ops; do
+  # memcheck and racecheck over the op registry's small shapes and the health ops; initcheck
+  # over the registry
+  for run in memcheck:test_backend_ops memcheck:test_gpu_health memcheck:test_gpu_per \
+             racecheck:test_backend_ops racecheck:test_gpu_health racecheck:test_gpu_per \
+             initcheck:test_backend_ops; do
     tool=${run%%:*}; bin=${run##*:}
     [ -x $BUILD/tests/$bin ] || continue
     t0=$SECONDS
