@@ -30,25 +30,25 @@ typedef struct {
     int red;                       /* >= 0: the item's partials are reduced by one block (its last,
                                     * or a deferred check's own) into the staged parts[red] */
     int pad;
-} hblock;
+} block_share;
 
 /* A check the last block records: staged partials [soff, soff + nst) (nst 1: reduced already). */
 typedef struct {
     uint64_t n;
     int slot, isv_scale, isv_stat, stat;
     int soff, nst;
-} hfin;
+} check_record;
 
 /* One warp's share of the last block's reduction: warp w's of a block reduction of nb partials. */
 typedef struct {
     int soff, nb, w, pad;
-} htask;
+} warp_task;
 
 /* A deferred plan's check: its partials, in that plan's memory. */
 typedef struct {
-    const hpart *parts;
+    const scan_partial *parts;
     int nb, pad;
-} hdref;
+} deferred_check;
 
 typedef struct {
     dqn_health_block *blk;
@@ -57,23 +57,23 @@ typedef struct {
     int guard_mode, commit, n_slots, rollback_slot, defer, step_after;
     int has_adam;                  /* the optimizer step runs in item 0 (the parameters' check) */
     dqn_hadam adam;
-    const hblock *blocks;
+    const block_share *blocks;
     int n_checks, n_fin;           /* items [0, n_checks) checks, [n_checks, n_fin) deferred ones */
-    const hdref *drefs;
+    const deferred_check *drefs;
     const dqn_hcopy *copies;       /* the ALWAYS copies (items n_fin...), then the others */
     int n_copies;
-    const hfin *fins;              /* [n_fin] */
-    const htask *tasks;
+    const check_record *fins;              /* [n_fin] */
+    const warp_task *tasks;
     int n_staged, n_tasks;         /* parts[0, n_staged) is what the last block stages */
     int fins_staged;               /* and fins[] too (all but a plan of hundreds of checks) */
     int slot_hi, isv_hi, cur_hi;   /* the records' rows the last block reads */
-    hpart *parts;
+    scan_partial *parts;
     unsigned *item_done;           /* [n_checks]: a reduced check's blocks done (0 between ops) */
     unsigned *done;                /* blocks finished (0 between ops) */
-} hparams;
+} plan_args;
 
 typedef struct {
-    hparams k;
+    plan_args k;
     int blocks;
     size_t smem;                   /* the last block's stage */
     dqn_hcheck *checks_host;       /* [n_checks], with where their partials are: a commit plan */
@@ -82,7 +82,9 @@ typedef struct {
 } cuda_hplan;
 
 /* the copies into shared memory are 16-byte moves of the block's rows */
-static_assert(sizeof(hpart) == 48 && sizeof(htask) == 16 && sizeof(hblock) % 8 == 0, "layouts");
+static_assert(sizeof(scan_partial) == 48 && sizeof(warp_task) == 16 &&
+                  sizeof(block_share) % 8 == 0,
+              "layouts");
 static_assert(offsetof(dqn_health_block, tot) % 16 == 0 &&
                   offsetof(dqn_health_block, isv) % 16 == 0 &&
                   offsetof(dqn_health_block, event) % 16 == 0 &&
@@ -92,8 +94,8 @@ static_assert(offsetof(dqn_health_block, tot) % 16 == 0 &&
                   sizeof(float) * DQN_HEALTH_MAX_ISV % 16 == 0,
               "health block rows in 16-byte units");
 
-/* a partial's figures, from another block's (P = const volatile hpart: written during this
- * launch) or a staged one (P = const hpart, shared memory) */
+/* a partial's figures, from another block's (P = const volatile scan_partial: written during this
+ * launch) or a staged one (P = const scan_partial, shared memory) */
 template <typename P> __device__ static hacc part_acc(P *q) {
     hacc b;
     b.nonfinite = q->nonfinite;
@@ -108,7 +110,7 @@ template <typename P> __device__ static hacc part_acc(P *q) {
 }
 
 /* a reduction's result in place of a staged partial; its bound (partial 0's) stays */
-__device__ static void put_acc(hpart *q, const hacc *a) { *q = to_part(a, q->bound); }
+__device__ static void put_acc(scan_partial *q, const hacc *a) { *q = to_part(a, q->bound); }
 
 /* the block's share of x: 16-byte loads where x is aligned, a grid-stride over float4s */
 __device__ static void scan(hacc *a, float *x, size_t n, int part, int nparts, float bound,
@@ -169,17 +171,17 @@ __device__ static void stage_bytes(void *dst, const void *src, size_t bytes) {
 
 /* One block: partials src[0, nb) in the order of a block reduction, into the staged *dst (and the
  * block's copy, for the case that it is the last block). */
-__device__ static void reduce_parts(const hpart *src, int nb, hpart *dst, int at, hacc *sh,
-                                    hpart *mine, int *mine_at) {
+__device__ static void reduce_parts(const scan_partial *src, int nb, scan_partial *dst, int at,
+                                    hacc *sh, scan_partial *mine, int *mine_at) {
     hacc a;
     acc_init(&a);
     for (int j = threadIdx.x; j < nb; j += HT) {
-        const hacc b = part_acc((const volatile hpart *)&src[j]);
+        const hacc b = part_acc((const volatile scan_partial *)&src[j]);
         acc_merge(&a, &b);
     }
     block_reduce(&a, sh);
     if (threadIdx.x != 0) return;
-    const hpart p = to_part(&a, ((const volatile hpart *)src)->bound);
+    const scan_partial p = to_part(&a, ((const volatile scan_partial *)src)->bound);
     *dst = p;
     *mine = p;
     *mine_at = at;
@@ -188,10 +190,10 @@ __device__ static void reduce_parts(const hpart *src, int nb, hpart *dst, int at
 /* One check's record from its staged partials: the rest of the block reduction (the warps'
  * results, in the tree warp 0 sums them in), cur, tot and its ISV samples (every block of the
  * plan read its bound before the last one started; each ISV entry is fed by one check). */
-__device__ static void record(const hparams *k, const hfin *f, hpart *stage, dqn_health_block *sb,
-                              int64_t update) {
+__device__ static void record(const plan_args *k, const check_record *f, scan_partial *stage,
+                              dqn_health_block *sb, int64_t update) {
     dqn_health_block *blk = k->blk;
-    hpart *e = &stage[f->soff];
+    scan_partial *e = &stage[f->soff];
     if (f->nst > 1) {
         const int nw = min(HW, (f->nst + 31) / 32);
         for (int o = HW / 2; o > 0; o >>= 1)
@@ -242,7 +244,7 @@ __device__ static void record(const hparams *k, const hfin *f, hpart *stage, dqn
 
 /* The update's resolution from the records in shared memory: the first slot with an event,
  * guards at work. */
-__device__ static void commit(const hparams *k, const dqn_health_block *sb, int64_t update) {
+__device__ static void commit(const plan_args *k, const dqn_health_block *sb, int64_t update) {
     __shared__ int first_w[HW], guarded_w[HW], decide[3];   /* event slot (-1), freeze, rollback */
     dqn_health_block *blk = k->blk;
     int first = INT_MAX, guarded = 0;
@@ -302,21 +304,21 @@ __device__ static void commit(const hparams *k, const dqn_health_block *sb, int6
  * records it; (d) the resolution. What this block wrote itself, the staged partial `mine` (at
  * mine_at, or -1) and the skip flag (own_skip, or -1), comes from shared memory, so a plan of one
  * block needs no fence. */
-__device__ static void tail(const hparams *k, int64_t update, const hpart *mine, int mine_at,
-                            int own_skip) {
+__device__ static void tail(const plan_args *k, int64_t update, const scan_partial *mine,
+                            int mine_at, int own_skip) {
     extern __shared__ uint4 dyn[];
     __shared__ __align__(16) dqn_health_block sb;
-    hpart *stage = (hpart *)dyn;
-    htask *task = (htask *)(stage + k->n_staged);
-    hfin *sfin = (hfin *)(task + k->n_tasks);
-    const hfin *fin = k->fins_staged ? sfin : k->fins;
+    scan_partial *stage = (scan_partial *)dyn;
+    warp_task *task = (warp_task *)(stage + k->n_staged);
+    check_record *sfin = (check_record *)(task + k->n_tasks);
+    const check_record *fin = k->fins_staged ? sfin : k->fins;
     dqn_health_block *blk = k->blk;
     const int t = threadIdx.x, lane = t % 32;
     const uint4 *parts = (const uint4 *)k->parts;
     for (int i = t; i < 3 * k->n_staged; i += HT)
         if (i / 3 != mine_at) cp_async16(&dyn[i], &parts[i]);
-    stage_bytes(task, k->tasks, sizeof(htask) * (size_t)k->n_tasks);
-    if (k->fins_staged) stage_bytes(sfin, k->fins, sizeof(hfin) * (size_t)k->n_fin);
+    stage_bytes(task, k->tasks, sizeof(warp_task) * (size_t)k->n_tasks);
+    if (k->fins_staged) stage_bytes(sfin, k->fins, sizeof(check_record) * (size_t)k->n_fin);
     stage_bytes(sb.tot, blk->tot, sizeof(dqn_hslot_tot) * (size_t)k->slot_hi);
     stage_bytes(sb.isv, blk->isv, sizeof(float) * (size_t)k->isv_hi);
     if (k->commit) {
@@ -330,7 +332,7 @@ __device__ static void tail(const hparams *k, int64_t update, const hpart *mine,
     if (t == 0 && own_skip >= 0) sb.skip = own_skip;   /* read by commit, after the next barrier */
 #pragma unroll 1
     for (int i = t / 32; i < k->n_tasks; i += HW) {
-        const htask q = task[i];
+        const warp_task q = task[i];
         hacc a;
         acc_init(&a);
 #pragma unroll 1
@@ -352,7 +354,7 @@ __device__ static void tail(const hparams *k, int64_t update, const hpart *mine,
 /* Item 0 of a plan with an optimizer step: the block's share of Adam's pass (adam_target_step's
  * arithmetic, cuda_common.cuh), the backup of what it changes, the faults, and the scan of the
  * parameters it writes. */
-__device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts, uint64_t st,
+__device__ static void adam_scan(const plan_args *k, hacc *a, int part, int nparts, uint64_t st,
                                  float bound, bool skip) {
     const dqn_hadam *d = &k->adam;
     const dqn_adam_consts ak = dqn_adam_consts_at(st, d->gnorm, d->max_norm, d->beta1, d->beta2);
@@ -378,12 +380,12 @@ __device__ static void adam_scan(const hparams *k, hacc *a, int part, int nparts
     }
 }
 
-__global__ void __launch_bounds__(HT) k_health(hparams k) {
+__global__ void __launch_bounds__(HT) k_health(plan_args k) {
     KERNEL_PROLOGUE();
     __shared__ hacc sh[HW];
-    __shared__ hpart mine;
+    __shared__ scan_partial mine;
     __shared__ int mine_at, own_skip, last;
-    const hblock *hb = &k.blocks[blockIdx.x];
+    const block_share *hb = &k.blocks[blockIdx.x];
     dqn_health_block *blk = k.blk;
     /* every block reads the counter before the last one (with an optimizer step) raises it */
     const uint64_t st = *(const volatile uint64_t *)k.step;
@@ -412,7 +414,7 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
         }
         block_reduce(&a, sh);
         if (threadIdx.x == 0) {
-            const hpart p = to_part(&a, bound);
+            const scan_partial p = to_part(&a, bound);
             k.parts[hb->pidx] = p;
             if (hb->red < 0) {
                 mine = p;
@@ -433,7 +435,7 @@ __global__ void __launch_bounds__(HT) k_health(hparams k) {
             }
         }
     } else {   /* a deferred check: its plan ran before this one */
-        const hdref r = k.drefs[hb->item - k.n_checks];
+        const deferred_check r = k.drefs[hb->item - k.n_checks];
         reduce_parts(r.parts, r.nb, &k.parts[hb->red], hb->red, sh, &mine, &mine_at);
     }
     if (k.defer) return;   /* the commit plan does the bookkeeping */
@@ -518,8 +520,9 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
      * its partials are */
     int *nb = (int *)calloc((size_t)items + 3 * (size_t)n_fin + 1, sizeof(int));
     dqn_hcopy *order = (dqn_hcopy *)malloc(sizeof(dqn_hcopy) * (size_t)(desc->n_copies + 1));
-    hdref *drefs = (hdref *)malloc(sizeof(hdref) * (size_t)(n_drefs + 1));
-    hfin *fins = (hfin *)calloc((size_t)n_fin + 1, sizeof(hfin));
+    deferred_check *drefs =
+        (deferred_check *)malloc(sizeof(deferred_check) * (size_t)(n_drefs + 1));
+    check_record *fins = (check_record *)calloc((size_t)n_fin + 1, sizeof(check_record));
     if (!nb || !order || !drefs || !fins) {
         free(nb);
         free(order);
@@ -532,9 +535,9 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     for (int i = 0; i < desc->n_deferred; i++) {
         const cuda_hplan *q = (const cuda_hplan *)desc->deferred[i];
         for (int j = 0; j < q->k.n_checks; j++) {
-            hdref r = {q->k.parts + q->soff_host[j], q->nb_host[j], 0};
+            deferred_check r = {q->k.parts + q->soff_host[j], q->nb_host[j], 0};
             const dqn_hcheck *ck = &q->checks_host[j];
-            hfin f = {ck->n, ck->slot, ck->isv_scale, ck->isv_stat, ck->stat, 0, 1};
+            check_record f = {ck->n, ck->slot, ck->isv_scale, ck->isv_stat, ck->stat, 0, 1};
             fins[nc + n_drefs] = f;
             drefs[n_drefs++] = r;
         }
@@ -561,8 +564,9 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
         staged += (size_t)nb[j];
         tasks += (size_t)tasks_for(nb[j]);
     }
-    const size_t fin_bytes = sizeof(hfin) * (size_t)n_fin;
-    while (!desc->defer && sizeof(hpart) * staged + sizeof(htask) * tasks + fin_bytes > budget) {
+    const size_t fin_bytes = sizeof(check_record) * (size_t)n_fin;
+    while (!desc->defer &&
+           sizeof(scan_partial) * staged + sizeof(warp_task) * tasks + fin_bytes > budget) {
         int pick = -1;
         for (int j = 0; j < nc; j++)
             if (!big[j] && nb[j] > 1 && (pick < 0 || nb[j] > nb[pick])) pick = j;
@@ -571,7 +575,7 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
         staged -= (size_t)nb[pick] - 1;
         tasks -= (size_t)tasks_for(nb[pick]);
     }
-    size_t smem = desc->defer ? 0 : sizeof(hpart) * staged + sizeof(htask) * tasks;
+    size_t smem = desc->defer ? 0 : sizeof(scan_partial) * staged + sizeof(warp_task) * tasks;
     const int fins_staged = !desc->defer && smem + fin_bytes <= budget;
     if (fins_staged) smem += fin_bytes;
     if (smem > budget) {
@@ -595,10 +599,10 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
         }
     int slot_hi = 0, isv_hi = 0;
     for (int j = 0; j < n_fin; j++) {
-        hfin *f = &fins[j];
+        check_record *f = &fins[j];
         if (j < nc) {
             const dqn_hcheck *ck = &desc->checks[j];
-            hfin g = {ck->n, ck->slot, ck->isv_scale, ck->isv_stat, ck->stat, 0, 0};
+            check_record g = {ck->n, ck->slot, ck->isv_scale, ck->isv_stat, ck->stat, 0, 0};
             *f = g;
         }
         f->soff = soff[j];
@@ -614,12 +618,12 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
         if (desc->rollback_slot + 1 > cur_hi) cur_hi = desc->rollback_slot + 1;
     }
 
-    size_t o_blocks = 0, o_copies = align16(o_blocks + sizeof(hblock) * (size_t)blocks);
+    size_t o_blocks = 0, o_copies = align16(o_blocks + sizeof(block_share) * (size_t)blocks);
     size_t o_drefs = align16(o_copies + sizeof(dqn_hcopy) * (size_t)ncp);
-    size_t o_fins = align16(o_drefs + sizeof(hdref) * (size_t)n_drefs);
-    size_t o_tasks = align16(o_fins + sizeof(hfin) * (size_t)n_fin);
-    size_t o_parts = align16(o_tasks + sizeof(htask) * tasks);
-    size_t o_done = align16(o_parts + sizeof(hpart) * (size_t)n_parts);
+    size_t o_fins = align16(o_drefs + sizeof(deferred_check) * (size_t)n_drefs);
+    size_t o_tasks = align16(o_fins + sizeof(check_record) * (size_t)n_fin);
+    size_t o_parts = align16(o_tasks + sizeof(warp_task) * tasks);
+    size_t o_done = align16(o_parts + sizeof(scan_partial) * (size_t)n_parts);
     size_t o_idone = align16(o_done + 16);
     size_t total = align16(o_idone + sizeof(unsigned) * (size_t)(nc + 1));
     cuda_hplan *p = (cuda_hplan *)calloc(1, sizeof *p);
@@ -639,10 +643,10 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
             p->nb_host[j] = nb[j];
         }
         /* the deferred checks' blocks first: their partials are ready at the start */
-        hblock *hbk = (hblock *)(host + o_blocks);
+        block_share *hbk = (block_share *)(host + o_blocks);
         int b = 0;
         for (int r = 0; r < n_drefs; r++) {
-            hblock h;
+            block_share h;
             memset(&h, 0, sizeof h);
             h.item = nc + r;
             h.nparts = 1;
@@ -653,7 +657,7 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
         for (int it = 0; it < items; it++) {
             if (it >= nc && it < n_fin) continue;
             for (int part = 0; part < nb[it]; part++) {
-                hblock h;
+                block_share h;
                 memset(&h, 0, sizeof h);
                 if (it < nc) h.c = desc->checks[it];
                 h.item = it;
@@ -664,16 +668,16 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
                 hbk[b++] = h;
             }
         }
-        htask *tk = (htask *)(host + o_tasks);
+        warp_task *tk = (warp_task *)(host + o_tasks);
         int nt = 0;
         for (int j = 0; j < nc; j++)
             for (int w = 0; !big[j] && w < tasks_for(nb[j]); w++) {
-                htask q = {soff[j], nb[j], w, 0};
+                warp_task q = {soff[j], nb[j], w, 0};
                 tk[nt++] = q;
             }
         if (ncp) memcpy(host + o_copies, order, sizeof(dqn_hcopy) * (size_t)ncp);
-        if (n_drefs) memcpy(host + o_drefs, drefs, sizeof(hdref) * (size_t)n_drefs);
-        if (n_fin) memcpy(host + o_fins, fins, sizeof(hfin) * (size_t)n_fin);
+        if (n_drefs) memcpy(host + o_drefs, drefs, sizeof(deferred_check) * (size_t)n_drefs);
+        if (n_fin) memcpy(host + o_fins, fins, sizeof(check_record) * (size_t)n_fin);
         cudaError_t e = cudaMalloc(&p->dev, total);
         if (e == cudaSuccess)
             e = cudaMemcpyAsync(p->dev, host, total, cudaMemcpyHostToDevice, c->stream);
@@ -707,22 +711,22 @@ dqn_status cuda_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **
     p->k.step_after = desc->step_after;
     p->k.has_adam = ad != NULL;
     if (ad) p->k.adam = *ad;
-    p->k.blocks = (const hblock *)(d + o_blocks);
+    p->k.blocks = (const block_share *)(d + o_blocks);
     p->k.n_checks = nc;
     p->k.n_fin = n_fin;
-    p->k.drefs = (const hdref *)(d + o_drefs);
+    p->k.drefs = (const deferred_check *)(d + o_drefs);
     /* the kernel sees the ALWAYS copies as items and runs the rest (n_copies in all) in commit */
     p->k.copies = (const dqn_hcopy *)(d + o_copies);
     p->k.n_copies = ncp;
-    p->k.fins = (const hfin *)(d + o_fins);
-    p->k.tasks = (const htask *)(d + o_tasks);
+    p->k.fins = (const check_record *)(d + o_fins);
+    p->k.tasks = (const warp_task *)(d + o_tasks);
     p->k.n_staged = desc->defer ? 0 : n_staged;
     p->k.n_tasks = desc->defer ? 0 : (int)tasks;
     p->k.fins_staged = fins_staged;
     p->k.slot_hi = slot_hi;
     p->k.isv_hi = isv_hi;
     p->k.cur_hi = cur_hi;
-    p->k.parts = (hpart *)(d + o_parts);
+    p->k.parts = (scan_partial *)(d + o_parts);
     p->k.done = (unsigned *)(d + o_done);
     p->k.item_done = (unsigned *)(d + o_idone);
     *plan = p;

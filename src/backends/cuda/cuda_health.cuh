@@ -16,7 +16,7 @@ typedef struct {
     float maxabs, first_value;
     uint64_t first_index;
     double sumsq, sumabs;
-} hpart;
+} scan_partial;
 
 /* ---- reductions in a fixed order (deterministic) ---- */
 
@@ -83,8 +83,8 @@ __device__ static void block_reduce_w(hacc *a, hacc *sh, int nw) {
 /* the health kernels' block shape */
 __device__ static void block_reduce(hacc *a, hacc *sh) { block_reduce_w(a, sh, HW); }
 
-__device__ static hpart to_part(const hacc *a, float bound) {
-    hpart p;
+__device__ static scan_partial to_part(const hacc *a, float bound) {
+    scan_partial p;
     p.nonfinite = a->nonfinite;
     p.nan = a->nan;
     p.guarded = a->guarded;
@@ -134,7 +134,7 @@ __device__ static float scan_one(hacc *a, float *x, size_t i, float v, float bou
 typedef struct {
     float *x;
     size_t n;
-    hpart *parts;
+    scan_partial *parts;
     int nparts, guard;             /* guard: clamps in place (a guard point in guard mode) */
     const float *isv_bound;
     float guard_scale, guard_floor;
@@ -149,7 +149,7 @@ __device__ static float hosted_bound(const cuda_hosted *h) {
 __device__ static void hosted_put(const cuda_hosted *h, const hacc *a, float bound) {
     hacc none;
     acc_init(&none);
-    const hpart pt = to_part(a, bound), pe = to_part(&none, bound);
+    const scan_partial pt = to_part(a, bound), pe = to_part(&none, bound);
     for (int q = blockIdx.x; q < h->nparts; q += gridDim.x)
         h->parts[q] = q == (int)blockIdx.x ? pt : pe;
 }
