@@ -1,5 +1,6 @@
-/* Learning bars: train a preset, with a greedy evaluation (midpoint taus) every `every` env
- * steps; the bar is met when one evaluation reaches it within the step budget. */
+/* Learning bars. learn_final: train a preset for its own step budget and evaluate the FINAL
+ * policy greedily (midpoint taus), as `dqn train` does. learn_until: a greedy evaluation every
+ * `every` env steps; the bar is met when one evaluation reaches it within the step budget. */
 #ifndef DQN_TEST_LEARN_COMMON_H
 #define DQN_TEST_LEARN_COMMON_H
 #include <math.h>
@@ -45,6 +46,37 @@ static inline double learn_until_on(const char *device, const char *env, uint64_
     }
     dqn_trainer_destroy(t);
     return best;
+}
+
+/* Returns the final policy's greedy mean over `episodes` episodes after the preset's budget. */
+static inline double learn_final_on(const char *device, const char *env, uint64_t seed,
+                                    int episodes) {
+    dqn_config c;
+    CHECK_OK(dqn_config_preset(&c, env));
+    c.seed = seed;
+    snprintf(c.device, sizeof c.device, "%s", device);
+    dqn_trainer *t = NULL;
+    double t0 = learn_now(), mean = -INFINITY, sd = 0;
+    CHECK_OK(dqn_trainer_create(&c, &t));
+    if (!t) return mean;
+    for (int k = 1; k <= 5; k++) {
+        CHECK_OK(dqn_trainer_run_until(t, c.steps * k / 5));
+        dqn_train_stats st;
+        dqn_trainer_stats(t, &st);
+        printf("%s %s seed %llu: step %lld, updates %lld, train return %.1f, %.1f s\n", device,
+               env, (unsigned long long)seed, (long long)st.env_steps, (long long)st.updates,
+               st.mean_return, learn_now() - t0);
+        fflush(stdout);
+    }
+    CHECK_OK(dqn_trainer_evaluate(t, episodes, seed + 1000, &mean, &sd, NULL));
+    printf("%s %s seed %llu: final greedy %.1f +- %.1f (%d episodes), %.1f s\n", device, env,
+           (unsigned long long)seed, mean, sd, episodes, learn_now() - t0);
+    dqn_trainer_destroy(t);
+    return mean;
+}
+
+static inline double learn_final(const char *env, uint64_t seed, int episodes) {
+    return learn_final_on("cpu", env, seed, episodes);
 }
 
 static inline double learn_until(const char *env, uint64_t seed, int64_t budget, int64_t every,

@@ -1,11 +1,10 @@
-/* CartPole-v1: a greedy mean >= 475 over 20 episodes within 100,000 env steps, seeds 1, 2, 3. */
+/* CartPole-v1: the preset's final policy (50,000 env steps) scores a greedy mean >= 250 over 50
+ * episodes. On unseen seeds 4 of 5 final policies scored 500 and one 322 (docs/BENCHMARKS.md,
+ * "Learning"); the bar leaves room for another GEMM's rounding. */
 #include "learn_common.h"
 
 int main(void) {
-    for (uint64_t seed = 1; seed <= 3; seed++) {
-        double m = learn_until("cartpole", seed, 100000, 5000, 20, 475.0);
-        CHECK(m >= 475.0, "cartpole seed %llu: best eval mean %.1f < 475",
-              (unsigned long long)seed, m);
-    }
+    double m = learn_final("cartpole", 101, 50);
+    CHECK(m >= 250.0, "cartpole: final greedy mean %.1f < 250", m);
     return check_finish("test_learn_cartpole");
 }
