@@ -1,7 +1,7 @@
 /* Guard mode under fire: CartPole with every slot poisoned three times (a NaN, an Inf and 1e30,
- * one fault every 41 updates from update 500 on, 3 x slots faults in all) still reaches the
- * learning bar of test_learn_cartpole (a greedy mean >= 475 over 20 episodes within 100,000 env
- * steps, seeds 1-3), with finite weights at the end. */
+ * one fault every 41 updates from update 500 on, 3 x slots faults in all) still learns: a greedy
+ * mean >= 475 over 20 episodes at one of the evaluations every 5,000 env steps within the
+ * preset's budget, seeds 1-3, with finite weights at the end. */
 #include <math.h>
 
 #include "learn_common.h"
@@ -37,7 +37,7 @@ int main(void) {
               h->tab.n_slots);
         CHECK_OK(dqn_model_health_replan(&t->model));   /* some faults live in the plans */
         double t0 = learn_now(), best = -INFINITY;
-        for (int64_t at = 5000; at <= 100000; at += 5000) {
+        for (int64_t at = 5000; at <= c.steps; at += 5000) {
             CHECK_OK(dqn_trainer_run_until(t, at));
             double mean = -INFINITY, sd = 0;
             CHECK_OK(dqn_trainer_evaluate(t, 20, seed + 1000, &mean, &sd, NULL));
