@@ -548,7 +548,17 @@ static void test_replay(const char *health, const char *fault, const char *lr, c
  * loss is the recorded update's, bit for bit (the fault lands after the loss, on grad_norm). */
 static void test_replay_weighted(void) {
     enum { K = 40 };
-    dqn_trainer *t = trainer_for_replay("detect", "grad_norm:40:huge", NULL, "prioritized");
+    dqn_config c;
+    CHECK_OK(dqn_config_preset(&c, "cartpole"));
+    /* one update per env step, so that the run can stop right after update K */
+    const char *kv[][2] = {{"device", "cpu"},   {"health", "detect"},
+                           {"replay", "prioritized"}, {"fault", "grad_norm:40:huge"},
+                           {"train_freq", "1"}, {"updates_per_round", "1"},
+                           {"save_replay", "true"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        CHECK_OK(dqn_config_set(&c, kv[i][0], kv[i][1]));
+    dqn_trainer *t = NULL;
+    CHECK_OK(dqn_trainer_create(&c, &t));
     if (!t) return;
     int64_t step = 0;
     while (t->updates < K + 1 && step < 6000) CHECK_OK(dqn_trainer_run_until(t, ++step));
