@@ -86,25 +86,25 @@ size_t dqn_nstep_state_bytes(const dqn_nstep *s) {
            2 * (size_t)s->n_envs * sizeof(int32_t);
 }
 
-#define COPY_OUT(ptr, bytes) do { memcpy(p, (ptr), (bytes)); p += (bytes); } while (0)
-#define COPY_IN(ptr, bytes) do { memcpy((ptr), p, (bytes)); p += (bytes); } while (0)
+#define COPY_OUT(p, ptr, bytes) do { memcpy((p), (ptr), (bytes)); (p) += (bytes); } while (0)
+#define COPY_IN(p, ptr, bytes) do { memcpy((ptr), (p), (bytes)); (p) += (bytes); } while (0)
 
 void dqn_nstep_state_save(const dqn_nstep *s, void *dst) {
     size_t w = (size_t)s->n_envs * s->n;
     char *p = dst;
-    COPY_OUT(s->obs, w * s->obs_dim * sizeof(float));
-    COPY_OUT(s->act, w * s->D * sizeof(int32_t));
-    COPY_OUT(s->rew, w * sizeof(float));
-    COPY_OUT(s->head, (size_t)s->n_envs * sizeof(int32_t));
-    COPY_OUT(s->count, (size_t)s->n_envs * sizeof(int32_t));
+    COPY_OUT(p, s->obs, w * s->obs_dim * sizeof(float));
+    COPY_OUT(p, s->act, w * s->D * sizeof(int32_t));
+    COPY_OUT(p, s->rew, w * sizeof(float));
+    COPY_OUT(p, s->head, (size_t)s->n_envs * sizeof(int32_t));
+    COPY_OUT(p, s->count, (size_t)s->n_envs * sizeof(int32_t));
 }
 
 void dqn_nstep_state_load(dqn_nstep *s, const void *src) {
     size_t w = (size_t)s->n_envs * s->n;
     const char *p = src;
-    COPY_IN(s->obs, w * s->obs_dim * sizeof(float));
-    COPY_IN(s->act, w * s->D * sizeof(int32_t));
-    COPY_IN(s->rew, w * sizeof(float));
-    COPY_IN(s->head, (size_t)s->n_envs * sizeof(int32_t));
-    COPY_IN(s->count, (size_t)s->n_envs * sizeof(int32_t));
+    COPY_IN(p, s->obs, w * s->obs_dim * sizeof(float));
+    COPY_IN(p, s->act, w * s->D * sizeof(int32_t));
+    COPY_IN(p, s->rew, w * sizeof(float));
+    COPY_IN(p, s->head, (size_t)s->n_envs * sizeof(int32_t));
+    COPY_IN(p, s->count, (size_t)s->n_envs * sizeof(int32_t));
 }

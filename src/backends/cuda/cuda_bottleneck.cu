@@ -81,7 +81,7 @@ dqn_status cuda_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B,
     CUDA_ARG(act == DQN_ACT_NONE || act == DQN_ACT_RELU, "bcast_add_act: act = %d", (int)act);
     cuda_impl *c = cuda_of(be);
     const int V = bc_vec(N, hb, Y, NULL, NULL), relu = act == DQN_ACT_RELU;
-    LAUNCH_VEC(k_bcast_add_act, V, bc_count(B, T, N, V), "bcast_add_act", hb, Y, B, T, N, relu);
+    LAUNCH_VEC(c, k_bcast_add_act, V, bc_count(B, T, N, V), "bcast_add_act", hb, Y, B, T, N, relu);
 }
 
 dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
@@ -94,8 +94,8 @@ dqn_status cuda_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, floa
     cuda_hosted k;
     const bool host = hosted_one(hplan, &k, dus, n, grid, CUDA_THREADS);
     if (host)
-        KLAUNCH(k_relu_bwd_tausum<true>, grid, CUDA_THREADS, 0, u, du, dus, (size_t)B, T, N, k);
+        KLAUNCH(c, k_relu_bwd_tausum<true>, grid, CUDA_THREADS, 0, u, du, dus, (size_t)B, T, N, k);
     else if (n > 0)
-        KLAUNCH(k_relu_bwd_tausum<false>, grid, CUDA_THREADS, 0, u, du, dus, (size_t)B, T, N, k);
+        KLAUNCH(c, k_relu_bwd_tausum<false>, grid, CUDA_THREADS, 0, u, du, dus, (size_t)B, T, N, k);
     return hplan && !host ? cuda_health_check(be, hplan) : DQN_OK;
 }

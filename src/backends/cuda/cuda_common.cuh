@@ -136,9 +136,9 @@ static inline cudaError_t cuda_launch(const cuda_impl *c, void (*kernel)(KArgs..
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
 }
 
-/* A launch inside an op function (where `c` is the backend's cuda_impl), checked. */
-#define KLAUNCH(kernel, grid, block, smem, ...)                                                 \
-    CUDA_CHECK(cuda_launch(c, kernel, grid, block, smem, __VA_ARGS__))
+/* A launch on c (the backend's cuda_impl), checked. */
+#define KLAUNCH(c, kernel, grid, block, smem, ...)                                              \
+    CUDA_CHECK(cuda_launch((c), kernel, grid, block, smem, __VA_ARGS__))
 
 #define GRID_STRIDE(i, n)                                                                       \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)(n);              \
@@ -152,9 +152,8 @@ static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
     return want ? (unsigned)want : 1u;
 }
 
-/* The body of an op that is one grid-stride kernel over n items on the backend's stream (in an op
- * function, where `be` is the backend). */
-#define LAUNCH_1D(kernel, n, ...)                                                                \
+/* The body of an op that is one grid-stride kernel over n items on backend be's stream. */
+#define LAUNCH_1D(be, kernel, n, ...)                                                            \
     do {                                                                                         \
         cuda_impl *c_ = cuda_of(be);                                                             \
         if ((n) == 0) return DQN_OK;                                                             \
@@ -163,15 +162,15 @@ static inline unsigned cuda_blocks(const cuda_impl *c, size_t n, int threads) {
         return DQN_OK;                                                                           \
     } while (0)
 
-/* Launch kern<4> (float4 columns) when V is 4, else kern<1>, over n items, on the caller's c:
- * the launchers of the BC_ kernels and cos_embed (`what` names the op in the too-large error) */
-#define LAUNCH_VEC(kern, V, n, what, ...)                                                         \
+/* Launch kern<4> (float4 columns) when V is 4, else kern<1>, over n items, on c: the launchers
+ * of the BC_ kernels and cos_embed (`what` names the op in the too-large error) */
+#define LAUNCH_VEC(c, kern, V, n, what, ...)                                                     \
     do {                                                                                         \
         CUDA_ARG((n) <= INT32_MAX / 2, "%s: %zu items are too many", what, (size_t)(n));        \
         if ((n) == 0) return DQN_OK;                                                             \
-        const unsigned grid_ = cuda_blocks(c, (n), CUDA_THREADS);                                \
-        if ((V) == 4) KLAUNCH(kern<4>, grid_, CUDA_THREADS, 0, __VA_ARGS__);                     \
-        else KLAUNCH(kern<1>, grid_, CUDA_THREADS, 0, __VA_ARGS__);                              \
+        const unsigned grid_ = cuda_blocks((c), (n), CUDA_THREADS);                              \
+        if ((V) == 4) KLAUNCH((c), kern<4>, grid_, CUDA_THREADS, 0, __VA_ARGS__);                \
+        else KLAUNCH((c), kern<1>, grid_, CUDA_THREADS, 0, __VA_ARGS__);                         \
         return DQN_OK;                                                                           \
     } while (0)
 

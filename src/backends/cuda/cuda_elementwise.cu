@@ -63,35 +63,35 @@ __global__ void k_gate_bwd(const float *g, const float *dr, float *dh, float *dg
     }
 }
 
-dqn_status cuda_fill(dqn_backend *be, float *x, float v, size_t n) { LAUNCH_1D(k_fill, n, x, v, n); }
+dqn_status cuda_fill(dqn_backend *be, float *x, float v, size_t n) { LAUNCH_1D(be, k_fill, n, x, v, n); }
 
 dqn_status cuda_axpy(dqn_backend *be, float a, const float *x, float *y, size_t n) {
-    LAUNCH_1D(k_axpy, n, a, x, y, n);
+    LAUNCH_1D(be, k_axpy, n, a, x, y, n);
 }
 
 dqn_status cuda_relu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
-    LAUNCH_1D(k_relu_fwd, n, x, y, n);
+    LAUNCH_1D(be, k_relu_fwd, n, x, y, n);
 }
 
 dqn_status cuda_relu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n) {
-    LAUNCH_1D(k_relu_bwd, n, y, dy, dx, n);
+    LAUNCH_1D(be, k_relu_bwd, n, y, dy, dx, n);
 }
 
 dqn_status cuda_elu_fwd(dqn_backend *be, const float *x, float *y, size_t n) {
-    LAUNCH_1D(k_elu_fwd, n, x, y, n);
+    LAUNCH_1D(be, k_elu_fwd, n, x, y, n);
 }
 
 dqn_status cuda_elu_bwd(dqn_backend *be, const float *y, const float *dy, float *dx, size_t n) {
-    LAUNCH_1D(k_elu_bwd, n, y, dy, dx, n);
+    LAUNCH_1D(be, k_elu_bwd, n, y, dy, dx, n);
 }
 
 dqn_status cuda_gate_fwd(dqn_backend *be, const float *h, const float *g, float *r, int M, int d) {
     CUDA_ARG(M >= 0 && d >= 0, "gate_fwd: bad shape M=%d d=%d", M, d);
-    LAUNCH_1D(k_gate_fwd, (size_t)M * (size_t)d, h, g, r, (size_t)M, d);
+    LAUNCH_1D(be, k_gate_fwd, (size_t)M * (size_t)d, h, g, r, (size_t)M, d);
 }
 
 dqn_status cuda_gate_bwd(dqn_backend *be, const float *g, const float *dr, float *dh, float *dg,
                          int M, int d) {
     CUDA_ARG(M >= 0 && d >= 0, "gate_bwd: bad shape M=%d d=%d", M, d);
-    LAUNCH_1D(k_gate_bwd, (size_t)M * (size_t)d, g, dr, dh, dg, (size_t)M, d);
+    LAUNCH_1D(be, k_gate_bwd, (size_t)M * (size_t)d, g, dr, dh, dg, (size_t)M, d);
 }

@@ -368,14 +368,14 @@ dqn_status cuda_heads_fwd(dqn_backend *be, const float *hva, const float *Wv2, c
         float *araw = c->scratch;
         if (lda == br->A || (size_t)R * (size_t)lda > CUDA_SCRATCH_FLOATS) lda = br->A, araw = Adv;
         DQN_TRY(cuda_gemm_ldx(c, hva + H, 2 * H, Wa2, araw, lda, R, H, br->A));
-        KLAUNCH(k_heads_combine, (unsigned)(((size_t)R + ct - 1) / ct), ct,
+        KLAUNCH(c, k_heads_combine, (unsigned)(((size_t)R + ct - 1) / ct), ct,
                 (size_t)ct * (size_t)A1 * sizeof(float), hva, H, Wv2, V, (const float *)araw, lda,
                 Adv, Z, bv2, ba2, R, *br);
         return DQN_OK;
     }
     const unsigned blocks = (unsigned)((R + HF_WARPS - 1) / HF_WARPS);
     auto kern = br->A <= 4 ? k_heads_fwd<4> : br->A <= 16 ? k_heads_fwd<16> : k_heads_fwd<0>;
-    KLAUNCH(kern, blocks, HF_WARPS * 32, smem, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, *br);
+    KLAUNCH(c, kern, blocks, HF_WARPS * 32, smem, hva, Wv2, bv2, Wa2, ba2, V, Adv, Z, R, H, *br);
     return DQN_OK;
 }
 
@@ -419,8 +419,8 @@ dqn_status cuda_heads_bwd(dqn_backend *be, const float *hva, const float *Wv2, c
     dim3 grid(tiles, (unsigned)P);
     size_t smem = smem_f * sizeof(float);
     auto kern = amax == 4 ? k_heads_bwd<4> : amax == 16 ? k_heads_bwd<16> : k_heads_bwd<0>;
-    KLAUNCH(kern, grid, T, smem, k);
+    KLAUNCH(c, kern, grid, T, smem, k);
     dim3 sgrid((unsigned)((W + 31) / 32)), sblock(32, HB_SUM_GROUPS);
-    KLAUNCH(k_heads_bwd_sum, sgrid, sblock, 0, part, (int)P, H, A, dWv2, dbv2, dWa2, dba2, dbva);
+    KLAUNCH(c, k_heads_bwd_sum, sgrid, sblock, 0, part, (int)P, H, A, dWv2, dbv2, dWa2, dba2, dbva);
     return DQN_OK;
 }

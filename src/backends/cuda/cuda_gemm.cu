@@ -194,7 +194,7 @@ static dqn_status linear_fwd_ld(dqn_backend *be, const char *op, const float *X,
                                   CUBLAS_GEMM_DEFAULT));
         if (b || relu) {
             size_t total = (size_t)M * (size_t)N;
-            KLAUNCH(k_bias_act, cuda_blocks(c, total, CUDA_THREADS), CUDA_THREADS, 0, Y, b,
+            KLAUNCH(c, k_bias_act, cuda_blocks(c, total, CUDA_THREADS), CUDA_THREADS, 0, Y, b,
                     (size_t)M, N, relu);
         }
     }

@@ -242,7 +242,7 @@ dqn_status cuda_grn_gate_ln_fwd(dqn_backend *be, const float *h, const float *g,
     auto kern = d <= 64    ? k_grn_gate_ln_fwd<2>
                 : d <= 256 ? k_grn_gate_ln_fwd<8>
                            : k_grn_gate_ln_fwd<0>;
-    KLAUNCH(kern, (unsigned)((M + GRN_WARPS - 1) / GRN_WARPS), GRN_WARPS * 32, 0, h, g, gamma, beta,
+    KLAUNCH(c, kern, (unsigned)((M + GRN_WARPS - 1) / GRN_WARPS), GRN_WARPS * 32, 0, h, g, gamma, beta,
             r, y, mean, rstd, M, d);
     return DQN_OK;
 }
@@ -282,7 +282,7 @@ dqn_status cuda_grn_ln_gate_bwd(dqn_backend *be, const float *r, const float *ga
     auto kern = d <= 64    ? host ? k_grn_ln_gate_bwd<2, true> : k_grn_ln_gate_bwd<2, false>
                 : d <= 256 ? host ? k_grn_ln_gate_bwd<8, true> : k_grn_ln_gate_bwd<8, false>
                            : k_grn_ln_gate_bwd<0, false>;
-    KLAUNCH(kern, (unsigned)P, W * 32, smem, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M,
+    KLAUNCH(c, kern, (unsigned)P, W * 32, smem, r, gamma, mean, rstd, g, dy, dres, dg, dgamma, dbeta, M,
             d, chunk, c->scratch, c->blocks_done + 1, k);
     return DQN_OK;
 }

@@ -126,14 +126,14 @@ dqn_status cuda_dueling_fwd(dqn_backend *be, const float *V, const float *Adv, f
                             const dqn_branches *br) {
     DQN_TRY(cuda_check_branches(br));
     CUDA_ARG(R >= 0, "dueling_fwd: R=%d < 0", R);
-    LAUNCH_1D(k_dueling_fwd, (size_t)R * (size_t)br->D, V, Adv, Z, (size_t)R, *br);
+    LAUNCH_1D(be, k_dueling_fwd, (size_t)R * (size_t)br->D, V, Adv, Z, (size_t)R, *br);
 }
 
 dqn_status cuda_dueling_bwd(dqn_backend *be, const float *dZ, float *dV, float *dAdv, int R,
                             const dqn_branches *br) {
     DQN_TRY(cuda_check_branches(br));
     CUDA_ARG(R >= 0, "dueling_bwd: R=%d < 0", R);
-    LAUNCH_1D(k_dueling_bwd, (size_t)R, dZ, dV, dAdv, (size_t)R, *br);
+    LAUNCH_1D(be, k_dueling_bwd, (size_t)R, dZ, dV, dAdv, (size_t)R, *br);
 }
 
 dqn_status cuda_q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act, int B, int K,
@@ -145,7 +145,7 @@ dqn_status cuda_q_argmax(dqn_backend *be, const float *Z, float *Q, int32_t *act
     const size_t smem = (size_t)QA_WARPS * (size_t)br->A * sizeof(float);
     CUDA_ARG(smem <= 48 * 1024, "q_argmax: A=%d columns, at most %d", br->A,
              48 * 1024 / (int)sizeof(float) / QA_WARPS);
-    KLAUNCH(k_q_argmax, (unsigned)((B + QA_WARPS - 1) / QA_WARPS), QA_WARPS * 32, smem, Z, Q, act, B, K, *br);
+    KLAUNCH(c, k_q_argmax, (unsigned)((B + QA_WARPS - 1) / QA_WARPS), QA_WARPS * 32, smem, Z, Q, act, B, K, *br);
     return DQN_OK;
 }
 
@@ -155,9 +155,9 @@ dqn_status cuda_iqn_targets(dqn_backend *be, const float *Zt, const int32_t *ast
     DQN_TRY(cuda_check_branches(br));
     CUDA_ARG(B >= 0 && Nt >= 1, "iqn_targets: bad shape B=%d Nt=%d", B, Nt);
     if (mode == DQN_TARGET_MEAN)
-        LAUNCH_1D(k_targets_mean, (size_t)B * (size_t)Nt, Zt, astar, R, discount, y, (size_t)B, Nt,
+        LAUNCH_1D(be, k_targets_mean, (size_t)B * (size_t)Nt, Zt, astar, R, discount, y, (size_t)B, Nt,
                   *br);
     CUDA_ARG(mode == DQN_TARGET_INDEPENDENT, "iqn_targets: unknown target mode %d", (int)mode);
-    LAUNCH_1D(k_targets_indep, (size_t)B * (size_t)br->D * (size_t)Nt, Zt, astar, R, discount, y,
+    LAUNCH_1D(be, k_targets_indep, (size_t)B * (size_t)br->D * (size_t)Nt, Zt, astar, R, discount, y,
               (size_t)B, Nt, *br);
 }

@@ -761,7 +761,7 @@ dqn_status cuda_health_check(dqn_backend *be, const void *plan) {
     cuda_impl *c = cuda_of(be);
     const cuda_hplan *p = (const cuda_hplan *)plan;
     CUDA_ARG(p, "health_check: NULL plan");
-    KLAUNCH(k_health, p->blocks, HT, p->smem, p->k);
+    KLAUNCH(c, k_health, p->blocks, HT, p->smem, p->k);
     return DQN_OK;
 }
 
@@ -776,7 +776,7 @@ dqn_status cuda_health_fault(dqn_backend *be, float *x, size_t n, const uint64_t
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(x && step && n > 0 && kind >= 1 && kind <= 3, "health_fault: x %p, n %zu, kind %d",
              (void *)x, n, kind);
-    KLAUNCH(k_fault, 1, 1, 0, x, n, step, at, kind);
+    KLAUNCH(c, k_fault, 1, 1, 0, x, n, step, at, kind);
     return DQN_OK;
 }
 

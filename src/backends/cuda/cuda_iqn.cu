@@ -96,32 +96,32 @@ dqn_status cuda_cos_embed(dqn_backend *be, const float *tau, float *C, int R, in
     CUDA_ARG(R >= 0 && n_cos >= 0, "cos_embed: bad shape R=%d n_cos=%d", R, n_cos);
     cuda_impl *c = cuda_of(be);
     const int V = bc_vec(n_cos, C, NULL, NULL, NULL);
-    LAUNCH_VEC(k_cos_embed, V, (size_t)R * (size_t)(n_cos / V), "cos_embed", tau, C, R, n_cos);
+    LAUNCH_VEC(c, k_cos_embed, V, (size_t)R * (size_t)(n_cos / V), "cos_embed", tau, C, R, n_cos);
 }
 
 dqn_status cuda_mul_bcast_fwd(dqn_backend *be, const float *h, const float *phi, float *z, int B,
                               int T, int d) {
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "mul_bcast_fwd: bad shape B=%d T=%d d=%d", B, T, d);
-    LAUNCH_1D(k_mul_bcast_fwd, (size_t)B * (size_t)T * (size_t)d, h, phi, z, (size_t)B, T, d);
+    LAUNCH_1D(be, k_mul_bcast_fwd, (size_t)B * (size_t)T * (size_t)d, h, phi, z, (size_t)B, T, d);
 }
 
 dqn_status cuda_mul_bcast_bwd(dqn_backend *be, const float *h, const float *phi, const float *dz,
                               float *dh, float *dphi, int B, int T, int d) {
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "mul_bcast_bwd: bad shape B=%d T=%d d=%d", B, T, d);
-    LAUNCH_1D(k_mul_bcast_bwd, (size_t)B * (size_t)d, h, phi, dz, dh, dphi, (size_t)B, T, d);
+    LAUNCH_1D(be, k_mul_bcast_bwd, (size_t)B * (size_t)d, h, phi, dz, dh, dphi, (size_t)B, T, d);
 }
 
 dqn_status cuda_concat_bcast_fwd(dqn_backend *be, const float *z, const float *h, float *out, int B,
                                  int T, int d) {
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "concat_bcast_fwd: bad shape B=%d T=%d d=%d", B, T, d);
-    LAUNCH_1D(k_concat_bcast_fwd, (size_t)B * (size_t)T * 2 * (size_t)d, z, h, out, (size_t)B, T,
+    LAUNCH_1D(be, k_concat_bcast_fwd, (size_t)B * (size_t)T * 2 * (size_t)d, z, h, out, (size_t)B, T,
               d);
 }
 
 dqn_status cuda_concat_bcast_bwd(dqn_backend *be, const float *dout, float *dz, float *dh, int B,
                                  int T, int d) {
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "concat_bcast_bwd: bad shape B=%d T=%d d=%d", B, T, d);
-    LAUNCH_1D(k_concat_bcast_bwd, (size_t)B * (size_t)d, dout, dz, dh, (size_t)B, T, d);
+    LAUNCH_1D(be, k_concat_bcast_bwd, (size_t)B * (size_t)d, dout, dz, dh, (size_t)B, T, d);
 }
 
 /* ---- fused: z (and cat) in one pass; the backward in one kernel ---- */
@@ -216,7 +216,7 @@ dqn_status cuda_iqn_fwd(dqn_backend *be, const float *h, const float *phi, float
     CUDA_ARG(B >= 0 && T >= 0 && d >= 0, "iqn_fwd: bad shape B=%d T=%d d=%d", B, T, d);
     cuda_impl *c = cuda_of(be);
     const int V = bc_vec(d, h, phi, z, cat);
-    LAUNCH_VEC(k_iqn_fwd, V, bc_count(B, T, d, V), "iqn_fwd", h, phi, z, cat, B, T, d);
+    LAUNCH_VEC(c, k_iqn_fwd, V, bc_count(B, T, d, V), "iqn_fwd", h, phi, z, cat, B, T, d);
 }
 
 /* dphi_b: the per-state sums in the scratch's upper half, then a column sum over B rows (its
@@ -242,10 +242,10 @@ dqn_status cuda_iqn_bwd(dqn_backend *be, const float *dcat, const float *h, cons
     unsigned grid = cuda_blocks(c, n, CUDA_THREADS);
     if (hs.nparts && (unsigned)hs.nparts < grid) grid = (unsigned)hs.nparts;
     if (n > 0 && hs.nparts)
-        KLAUNCH(k_iqn_bwd<true>, grid, CUDA_THREADS, 0, dcat, h, phi, dz, dh, dphi, dps,
+        KLAUNCH(c, k_iqn_bwd<true>, grid, CUDA_THREADS, 0, dcat, h, phi, dz, dh, dphi, dps,
                 (size_t)B, T, d, hs);
     else if (n > 0)
-        KLAUNCH(k_iqn_bwd<false>, grid, CUDA_THREADS, 0, dcat, h, phi, dz, dh, dphi, dps,
+        KLAUNCH(c, k_iqn_bwd<false>, grid, CUDA_THREADS, 0, dcat, h, phi, dz, dh, dphi, dps,
                 (size_t)B, T, d, hs);
     if (!dphi_b) return DQN_OK;
     if (dps) return cuda_colsum(c, dps, B, d, NULL, NULL, NULL, NULL, dphi_b);
@@ -472,7 +472,7 @@ static dqn_status ie_launch(cuda_impl *c, const float *tau, const float *W, cons
     int grid = c->sm_count * (per_sm > 0 ? per_sm : 1);
     if (tiles < grid) grid = tiles;
     if (HOST && hs->k[0].nparts < grid) grid = hs->k[0].nparts;   /* a partial a block */
-    KLAUNCH((k_iqn_embed<CPL, HOST>), grid, IE_WARPS * 32, smem, tau, W, b, h, C, phi, z, cat, R,
+    KLAUNCH(c, (k_iqn_embed<CPL, HOST>), grid, IE_WARPS * 32, smem, tau, W, b, h, C, phi, z, cat, R,
             T, K, keep, *hs);
     return DQN_OK;
 }

@@ -116,9 +116,9 @@ dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau
     int e2;
     const double inv_k = frexp((double)kappa, &e2) == 0.5 ? 1.0 / (double)kappa : 0.0;
     double *weighted = (double *)c->scratch;
-    KLAUNCH(k_quantile_huber, (unsigned)B, QH_THREADS, smem, Z, tau, act, y, w, dZ, per_sample,
+    KLAUNCH(c, k_quantile_huber, (unsigned)B, QH_THREADS, smem, Z, tau, act, y, w, dZ, per_sample,
             weighted, B, N, Nt, *br, (int)mode, kappa, inv_k);
-    KLAUNCH(k_loss_final, 1, QH_FINAL_THREADS, 0, weighted, B, loss_out);
+    KLAUNCH(c, k_loss_final, 1, QH_FINAL_THREADS, 0, weighted, B, loss_out);
     return DQN_OK;
 }
 

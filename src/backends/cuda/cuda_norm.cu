@@ -43,7 +43,7 @@ dqn_status cuda_layernorm_fwd(dqn_backend *be, const float *x, const float *gamm
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(M >= 0 && d > 0, "layernorm_fwd: bad shape M=%d d=%d", M, d);
     if (M == 0) return DQN_OK;
-    KLAUNCH(k_layernorm_fwd, (unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0, x, gamma, beta, y, mean, rstd, M, d);
+    KLAUNCH(c, k_layernorm_fwd, (unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0, x, gamma, beta, y, mean, rstd, M, d);
     return DQN_OK;
 }
 
@@ -54,7 +54,7 @@ dqn_status cuda_layernorm_bwd(dqn_backend *be, const float *x, const float *gamm
     CUDA_ARG(M >= 0 && d > 0, "layernorm_bwd: bad shape M=%d d=%d", M, d);
     CUDA_ARG(dgamma && dbeta, "layernorm_bwd: dgamma and dbeta must be non-NULL");
     if (M > 0 && dx) {
-        KLAUNCH(k_layernorm_bwd_dx, (unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0, x, gamma, mean, rstd, dy, dx, M, d);
+        KLAUNCH(c, k_layernorm_bwd_dx, (unsigned)((M + LN_WARPS - 1) / LN_WARPS), LN_WARPS * 32, 0, x, gamma, mean, rstd, dy, dx, M, d);
     }
     return cuda_colsum(c, dy, M, d, x, mean, rstd, dgamma, dbeta);
 }

@@ -118,7 +118,7 @@ dqn_status cuda_l2_norm(dqn_backend *be, const float *x, size_t n, float *out) {
     unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* <= 16 per SM, far below the scratch */
     cuda_hosted none;
     memset(&none, 0, sizeof none);
-    KLAUNCH(k_l2_norms<false>, P, CUDA_THREADS, 0, x, n, nullptr, 0, (double *)c->scratch,
+    KLAUNCH(c, k_l2_norms<false>, P, CUDA_THREADS, 0, x, n, nullptr, 0, (double *)c->scratch,
             c->blocks_done, out, none, none);
     return DQN_OK;
 }
@@ -138,10 +138,10 @@ dqn_status cuda_l2_norm2(dqn_backend *be, const float *x0, size_t n0, const floa
     if (hplan && !host) DQN_TRY(cuda_health_check(be, hplan));
     if (!host) memset(k, 0, sizeof k);
     if (host)
-        KLAUNCH(k_l2_norms<true>, P, CUDA_THREADS, 0, x0, n0, x1, n1, (double *)c->scratch,
+        KLAUNCH(c, k_l2_norms<true>, P, CUDA_THREADS, 0, x0, n0, x1, n1, (double *)c->scratch,
                 c->blocks_done, norms, k[0], k[1]);
     else
-        KLAUNCH(k_l2_norms<false>, P, CUDA_THREADS, 0, x0, n0, x1, n1, (double *)c->scratch,
+        KLAUNCH(c, k_l2_norms<false>, P, CUDA_THREADS, 0, x0, n0, x1, n1, (double *)c->scratch,
                 c->blocks_done, norms, k[0], k[1]);
     return DQN_OK;
 }
@@ -150,7 +150,7 @@ dqn_status cuda_clip_by_norm(dqn_backend *be, float *x, size_t n, const float *n
                              float max_norm) {
     if (!(max_norm > 0.0f)) return DQN_OK;
     CUDA_ARG(norm, "clip_by_norm: norm is NULL");
-    LAUNCH_1D(k_clip, n, x, n, norm, max_norm);
+    LAUNCH_1D(be, k_clip, n, x, n, norm, max_norm);
 }
 
 dqn_status cuda_adam(dqn_backend *be, float *p, const float *g, float *m, float *v, size_t n,
@@ -160,7 +160,7 @@ dqn_status cuda_adam(dqn_backend *be, float *p, const float *g, float *m, float 
     CUDA_ARG(beta1 >= 0.0f && beta1 < 1.0f && beta2 >= 0.0f && beta2 < 1.0f,
              "adam: beta1=%g, beta2=%g, each must be in [0, 1)", (double)beta1, (double)beta2);
     CUDA_ARG(!(max_norm > 0.0f) || gnorm, "adam: max_norm=%g needs gnorm", (double)max_norm);
-    LAUNCH_1D(k_adam, n, p, g, m, v, n, lr, beta1, beta2, eps, wd, gnorm, max_norm, step, skip);
+    LAUNCH_1D(be, k_adam, n, p, g, m, v, n, lr, beta1, beta2, eps, wd, gnorm, max_norm, step, skip);
 }
 
 dqn_status cuda_target_update(dqn_backend *be, float *dst, const float *src, size_t n, int period,
@@ -168,16 +168,16 @@ dqn_status cuda_target_update(dqn_backend *be, float *dst, const float *src, siz
     CUDA_ARG(period >= 0, "target_update: period=%d < 0", period);
     if (period > 0) {
         CUDA_ARG(step, "target_update: step is NULL");
-        LAUNCH_1D(k_target_hard, n, dst, src, n, period, step);
+        LAUNCH_1D(be, k_target_hard, n, dst, src, n, period, step);
     }
     CUDA_ARG(tau >= 0.0f && tau <= 1.0f, "target_update: tau=%g, must be in [0, 1]", (double)tau);
-    LAUNCH_1D(k_target_polyak, n, dst, src, n, tau);
+    LAUNCH_1D(be, k_target_polyak, n, dst, src, n, tau);
 }
 
 dqn_status cuda_step_incr(dqn_backend *be, uint64_t *step) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(step, "step_incr: step is NULL");
-    KLAUNCH(k_step_incr, 1, 1, 0, step);
+    KLAUNCH(c, k_step_incr, 1, 1, 0, step);
     return DQN_OK;
 }
 
@@ -231,6 +231,6 @@ dqn_status cuda_adam_target_step(dqn_backend *be, float *p, const float *g, floa
              "adam_target_step: period=%d, tau=%g (period >= 0; tau in [0, 1] when 0)", period,
              (double)tau);
     unsigned P = cuda_blocks(c, n, CUDA_THREADS);   /* one block even for n = 0: the step rises */
-    KLAUNCH(k_adam_target_step, P, CUDA_THREADS, 0, p, g, m, v, target, n, lr, beta1, beta2, eps, wd, gnorm, max_norm, period, tau, step, skip, c->blocks_done);
+    KLAUNCH(c, k_adam_target_step, P, CUDA_THREADS, 0, p, g, m, v, target, n, lr, beta1, beta2, eps, wd, gnorm, max_norm, period, tau, step, skip, c->blocks_done);
     return DQN_OK;
 }

@@ -85,7 +85,7 @@ dqn_status cuda_per_sample(dqn_backend *be, const dqn_per *per, int32_t *idx, fl
     DQN_TRY(per_ok("per_sample", per));
     CUDA_ARG(idx && w && step && B > 0, "per_sample: B = %d, NULL output", B);
     cuda_impl *c = cuda_of(be);
-    KLAUNCH(k_per_sample, 1, PER_THREADS, 0, *per, idx, w, B, seed, step);
+    KLAUNCH(c, k_per_sample, 1, PER_THREADS, 0, *per, idx, w, B, seed, step);
     return DQN_OK;
 }
 
@@ -94,7 +94,7 @@ dqn_status cuda_per_update(dqn_backend *be, const dqn_per *per, const int32_t *i
     DQN_TRY(per_ok("per_update", per));
     CUDA_ARG(idx && loss && B > 0, "per_update: B = %d, idx or loss NULL", B);
     cuda_impl *c = cuda_of(be);
-    KLAUNCH(k_per_update, 1, PER_THREADS, 0, *per, idx, loss, B);
+    KLAUNCH(c, k_per_update, 1, PER_THREADS, 0, *per, idx, loss, B);
     return DQN_OK;
 }
 
@@ -104,6 +104,6 @@ dqn_status cuda_per_insert(dqn_backend *be, const dqn_per *per, int pos, int n) 
              "per_insert: pos = %d, n = %d (capacity %d)", pos, n, per->cap);
     if (n == 0) return DQN_OK;
     cuda_impl *c = cuda_of(be);
-    KLAUNCH(k_per_insert, 1, PER_THREADS, 0, *per, pos, n);
+    KLAUNCH(c, k_per_insert, 1, PER_THREADS, 0, *per, pos, n);
     return DQN_OK;
 }

@@ -108,7 +108,7 @@ dqn_status cuda_sample_batch(dqn_backend *be, const dqn_sample_src *src, const d
     CUDA_ARG(src && dst && step && src->size, "sample_batch: NULL argument");
     CUDA_ARG(B > 0 && src->obs_dim > 0 && src->D > 0, "sample_batch: B=%d obs_dim=%d D=%d", B,
              src->obs_dim, src->D);
-    LAUNCH_1D(k_sample_batch, sample_items(src, B), *src, *dst, (size_t)B, seed, step);
+    LAUNCH_1D(be, k_sample_batch, sample_items(src, B), *src, *dst, (size_t)B, seed, step);
 }
 
 dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t seed,
@@ -117,7 +117,7 @@ dqn_status cuda_rand_uniform_multi(dqn_backend *be, const dqn_draws *d, uint64_t
     dqn_draws dr;
     size_t total = 0;
     DQN_TRY(draws_of("rand_uniform_multi", d, &dr, &total));
-    LAUNCH_1D(k_rand_uniform_multi, total, dr, total, seed, step);
+    LAUNCH_1D(be, k_rand_uniform_multi, total, dr, total, seed, step);
 }
 
 dqn_status cuda_sample_draws(dqn_backend *be, const dqn_sample_src *src, const dqn_sample_dst *dst,
@@ -129,29 +129,29 @@ dqn_status cuda_sample_draws(dqn_backend *be, const dqn_sample_src *src, const d
     size_t total = 0;
     DQN_TRY(draws_of("sample_draws", d, &dr, &total));
     size_t ns = sample_items(src, B);
-    LAUNCH_1D(k_sample_draws, ns + total, *src, *dst, (size_t)B, ns, dr, total, seed, step);
+    LAUNCH_1D(be, k_sample_draws, ns + total, *src, *dst, (size_t)B, ns, dr, total, seed, step);
 }
 
 dqn_status cuda_rand_uniform(dqn_backend *be, float *out, size_t n, uint64_t seed, uint32_t stream,
                              const uint64_t *step, uint64_t stride) {
     CUDA_ARG(step, "rand_uniform: step is NULL");
-    LAUNCH_1D(k_rand_uniform, n, out, n, seed, stream, step, stride);
+    LAUNCH_1D(be, k_rand_uniform, n, out, n, seed, stream, step, stride);
 }
 
 dqn_status cuda_rand_index(dqn_backend *be, int32_t *idx, size_t n, uint64_t seed, uint32_t stream,
                            const uint64_t *step, uint64_t stride, const uint32_t *size) {
     CUDA_ARG(step && size, "rand_index: step and size must be non-NULL");
-    LAUNCH_1D(k_rand_index, n, idx, n, seed, stream, step, stride, size);
+    LAUNCH_1D(be, k_rand_index, n, idx, n, seed, stream, step, stride, size);
 }
 
 dqn_status cuda_gather_f32(dqn_backend *be, const float *src, const int32_t *idx, float *dst, int n,
                            int row_len) {
     CUDA_ARG(n >= 0 && row_len >= 0, "gather_f32: bad shape n=%d row_len=%d", n, row_len);
-    LAUNCH_1D(k_gather_f32, (size_t)n * (size_t)row_len, src, idx, dst, (size_t)n, row_len);
+    LAUNCH_1D(be, k_gather_f32, (size_t)n * (size_t)row_len, src, idx, dst, (size_t)n, row_len);
 }
 
 dqn_status cuda_gather_i32(dqn_backend *be, const int32_t *src, const int32_t *idx, int32_t *dst,
                            int n, int row_len) {
     CUDA_ARG(n >= 0 && row_len >= 0, "gather_i32: bad shape n=%d row_len=%d", n, row_len);
-    LAUNCH_1D(k_gather_i32, (size_t)n * (size_t)row_len, src, idx, dst, (size_t)n, row_len);
+    LAUNCH_1D(be, k_gather_i32, (size_t)n * (size_t)row_len, src, idx, dst, (size_t)n, row_len);
 }

@@ -114,6 +114,6 @@ dqn_status cuda_colsum(cuda_impl *c, const float *A, int M, int N, const float *
         return DQN_ERR(DQN_ERR_UNSUPPORTED, "column sum: %d columns exceed the %d counters", N,
                        CUDA_COUNTERS - 1);
     dim3 grid(strips, (unsigned)P), block(CS_COLS, CS_ROWS);
-    KLAUNCH(k_colsum, grid, block, 0, A, M, N, chunk, out0 ? x : NULL, mean, rstd, part0, part1, c->blocks_done + 1, out0, out1);
+    KLAUNCH(c, k_colsum, grid, block, 0, A, M, N, chunk, out0 ? x : NULL, mean, rstd, part0, part1, c->blocks_done + 1, out0, out1);
     return DQN_OK;
 }

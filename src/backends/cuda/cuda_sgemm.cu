@@ -290,8 +290,8 @@ static dqn_status sg_launch(cuda_impl *c, sg_args *k, int split) {
     grid.z = (unsigned)((k->R + k->chunk - 1) / k->chunk);
     k->ws = (float *)c->workspace;
     k->done = c->sg_done;
-    if (big) KLAUNCH((k_sgemm<64, 16, 4, A_R1, B_J1>), grid, SG_T, 0, *k);
-    else KLAUNCH((k_sgemm<32, 32, 4, A_R1, B_J1>), grid, SG_T, 0, *k);
+    if (big) KLAUNCH(c, (k_sgemm<64, 16, 4, A_R1, B_J1>), grid, SG_T, 0, *k);
+    else KLAUNCH(c, (k_sgemm<32, 32, 4, A_R1, B_J1>), grid, SG_T, 0, *k);
     return DQN_OK;
 }
 

@@ -196,6 +196,6 @@ dqn_status cuda_trunk_fwd(dqn_backend *be, const dqn_trunk_io *t) {
     const size_t smem = tr_smem_floats(t) * sizeof(float);
     CUDA_CHECK(cudaFuncSetAttribute(k_trunk_fwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));
-    KLAUNCH(k_trunk_fwd, (unsigned)((t->M + TR_ROWS - 1) / TR_ROWS), TR_T, smem, *t);
+    KLAUNCH(c, k_trunk_fwd, (unsigned)((t->M + TR_ROWS - 1) / TR_ROWS), TR_T, smem, *t);
     return DQN_OK;
 }
