@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 . tests/cli_lib.sh test_bad_input
 
 TINY=(--steps 200 --learning-starts 32 --batch-size 16 --log-interval 100 --eval-episodes 1
-      --d 8 --head-hidden 8 --n-cos 4 --device cpu)
+      --d 8 --head-hidden 8 --n-cos 4 --device cpu --train-freq 2 --updates-per-round 1)
 
 # ---- the runs the bad inputs are aimed at
 expect_ok train "${TINY[@]}" --run-dir rc

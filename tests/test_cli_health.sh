@@ -7,7 +7,10 @@ set -u
 cd "$(dirname "$0")/.."
 . tests/cli_lib.sh test_cli_health
 
-TINY=(--steps 800 --learning-starts 100 --batch-size 32 --log-interval 200 --eval-episodes 3)
+# (an update every other step: the CartPole preset's 128 every 256 steps would leave a tiny run
+# a few rounds)
+TINY=(--steps 800 --learning-starts 100 --batch-size 32 --log-interval 200 --eval-episodes 3
+      --train-freq 2 --updates-per-round 1)
 
 # ---- the slot table
 expect_ok health --slots

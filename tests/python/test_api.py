@@ -116,4 +116,5 @@ def test_first_learn_sets_the_schedule():
     assert np.array_equal(m2.predict(x)[0], before)   # same seed: the same initial weights
     m2.learn(1000)
     assert m2.get_config()["steps"] == "10000"
-    assert m2.get_stats()["epsilon"] == pytest.approx(1 - 0.95 * 1000 / 5000)
+    end = float(m2.get_config()["eps_end"])
+    assert m2.get_stats()["epsilon"] == pytest.approx(1 - (1 - end) * 1000 / 5000)
