@@ -70,9 +70,11 @@ typedef struct {
     dqn_replay_view v;
 } bench_update_run;
 
+/* T > 0: T taus (N = N' = K) in place of bench_ucfg's */
 static dqn_status bench_run_make(bench_update_run *b, dqn_backend *be, const dqn_arch *a, int B,
-                                 dqn_health_mode health) {
+                                 int T, dqn_health_mode health) {
     dqn_update_cfg u = bench_ucfg(B, health);
+    if (T > 0) u.N = u.Nt = u.K = T;
     dqn_status s = dqn_model_create(&b->m, be, a, &u);
     if (s != DQN_OK) return s;
     if ((s = dqn_model_init_weights(&b->m, 1)) != DQN_OK || (s = bench_replay(&b->r, be, a))) {

@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
     if (s) return fail("backend", s);
     const dqn_arch a = bench_arch(model);
     bench_update_run run;
-    if ((s = bench_run_make(&run, be, &a, B, health))) return fail("model and replay", s);
+    if ((s = bench_run_make(&run, be, &a, B, 0, health))) return fail("model and replay", s);
     /* the replays one at a time, each between two CUPTI timestamps (the records' clock): a
      * replay's kernels are those that start between its two */
     const int warm = 20, total = warm + replays;

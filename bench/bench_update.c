@@ -64,22 +64,6 @@ static dqn_arch arch_of(const char *model) {
     return a;
 }
 
-/* bench_run_make with T taus (N = N' = K) */
-static dqn_status run_make(bench_update_run *b, dqn_backend *be, const dqn_arch *a, int B, int T,
-                           dqn_health_mode health) {
-    (void)bench_run_make;
-    dqn_update_cfg u = bench_ucfg(B, health);
-    u.N = u.Nt = u.K = T;
-    dqn_status s = dqn_model_create(&b->m, be, a, &u);
-    if (s != DQN_OK) return s;
-    if ((s = dqn_model_init_weights(&b->m, 1)) != DQN_OK || (s = bench_replay(&b->r, be, a))) {
-        dqn_model_destroy(&b->m);
-        return s;
-    }
-    dqn_replay_view_of(&b->r, &b->v);
-    return DQN_OK;
-}
-
 /* updates per second of back-to-back updates over at least a second, after warm-up; *cpu_ms:
  * this thread's CPU time per update (on a shared machine steadier than the wall clock) */
 static dqn_status time_updates(dqn_backend *be, dqn_model *m, const dqn_replay_view *v,
@@ -143,7 +127,7 @@ int main(int argc, char **argv) {
                 dqn_cpu_gemm_force_builtin(g == 1);
             }
             bench_update_run run;
-            if ((s = run_make(&run, be, &a, B, T, health))) return fail("model and replay", s);
+            if ((s = bench_run_make(&run, be, &a, B, T, health))) return fail("model and replay", s);
             if (count) {
                 if ((s = print_counts(&run.m, &run.v, model, B, T))) return fail("count", s);
             } else {

@@ -459,8 +459,7 @@ static void test_real_overflow(void) {
         }
 }
 
-static dqn_trainer *trainer_for_replay(const char *health, const char *fault, const char *lr,
-                                      const char *replay) {
+static dqn_trainer *trainer_for(const char *health, const char *fault, const char *lr) {
     /* lr "10" comes with weight decay 0.5: a diverging run */
     dqn_config c;
     CHECK_OK(dqn_config_preset(&c, "cartpole"));
@@ -471,15 +470,11 @@ static dqn_trainer *trainer_for_replay(const char *health, const char *fault, co
     if (fault) CHECK_OK(dqn_config_set(&c, "fault", fault));
     if (lr) CHECK_OK(dqn_config_set(&c, "lr", lr));
     if (lr) CHECK_OK(dqn_config_set(&c, "weight_decay", "0.5"));
-    CHECK_OK(dqn_config_set(&c, "replay", replay));
     dqn_trainer *t = NULL;
     CHECK_OK(dqn_trainer_create(&c, &t));
     return t;
 }
 
-static dqn_trainer *trainer_for(const char *health, const char *fault, const char *lr) {
-    return trainer_for_replay(health, fault, lr, "uniform");
-}
 
 /* CartPole through the trainer: guard leaves the run bitwise as off leaves it */
 static void test_trainer_bitwise(void) {
@@ -503,10 +498,9 @@ static void test_trainer_bitwise(void) {
 
 static char tmpdir[] = "/tmp/dqn_test_health_XXXXXX";
 
-/* a saved event re-runs to the same slot (with prioritised replay, the same importance weights);
- * the asynchronous poll lags one call */
-static void test_replay(const char *health, const char *fault, const char *lr, const char *replay) {
-    dqn_trainer *t = trainer_for_replay(health, fault, lr, replay);
+/* a saved event re-runs to the same slot; the asynchronous poll lags one call */
+static void test_replay(const char *health, const char *fault, const char *lr) {
+    dqn_trainer *t = trainer_for(health, fault, lr);
     if (!t) return;
     dqn_health_report r;
     CHECK_OK(dqn_trainer_run_until(t, 2000));
@@ -521,7 +515,7 @@ static void test_replay(const char *health, const char *fault, const char *lr, c
     CHECK(r.updates == (uint64_t)t->updates, "sync poll");
     CHECK(r.event.slot >= 0, "%s %s lr %s: no event", health, fault ? fault : "-", lr ? lr : "-");
     char path[256];
-    snprintf(path, sizeof path, "%s/event-%s-%s.bin", tmpdir, health, replay);
+    snprintf(path, sizeof path, "%s/event-%s.bin", tmpdir, health);
     if (r.event.slot >= 0) {
         CHECK_OK(dqn_trainer_health_save_event(t, path));
         dqn_health_replay *rp = NULL;
@@ -635,9 +629,9 @@ int main(void) {
     test_faults();
     test_real_overflow();
     test_trainer_bitwise();
-    test_replay("detect", "d_trunk:900:inf", NULL, "uniform");
-    test_replay("guard", "grad.grn0.Wb:1200:huge", NULL, "uniform");
-    test_replay("detect", NULL, "10", "uniform");   /* a diverging run: no injection */
+    test_replay("detect", "d_trunk:900:inf", NULL);
+    test_replay("guard", "grad.grn0.Wb:1200:huge", NULL);
+    test_replay("detect", NULL, "10");   /* a diverging run: no injection */
     test_replay_weighted();
     test_checkpoint();
     char cmd[300];

@@ -33,17 +33,27 @@ static int scan(const float *t, int L, double at, int size) {
     return size - 1;
 }
 
+/* a prioritised replay of capacity CAP in be */
+static void make_per(dqn_replay *r, int obs_dim, float alpha, float beta, uint64_t span) {
+    CHECK_OK(dqn_replay_create(r, be, CAP, obs_dim, 1));
+    CHECK_OK(dqn_replay_prioritize(r, alpha, beta, 1e-6f, span));
+}
+
+/* n rows of zeros (their contents do not matter to the tree) */
+static void add_rows(dqn_replay *r, int n) {
+    static float obs[2 * CAP], R[CAP], disc[CAP];
+    static int32_t act[CAP];
+    CHECK_OK(dqn_replay_add(r, obs, act, R, disc, obs, n));
+}
+
 static void test_tree_ops(void) {
     dqn_replay r;
-    CHECK_OK(dqn_replay_create(&r, be, CAP, 2, 1));
-    CHECK_OK(dqn_replay_prioritize(&r, 1.0f, 0.4f, 1e-6f, 100));
+    make_per(&r, 2, 1.0f, 0.4f, 100);
     const dqn_per *p = &r.per;
     CHECK(p->leaves == 64, "leaves %d for capacity %d", p->leaves, CAP);
-    float obs[2 * CAP] = {0}, R[CAP] = {0}, disc[CAP] = {0};
-    int32_t act[CAP] = {0};
     /* 30 rows, then 30 more: the buffer wraps, and every row gets node 0 (1 at first) */
-    CHECK_OK(dqn_replay_add(&r, obs, act, R, disc, obs, 30));
-    CHECK_OK(dqn_replay_add(&r, obs, act, R, disc, obs, 30));
+    add_rows(&r, 30);
+    add_rows(&r, 30);
     float *t = p->tree;
     CHECK(t[1] == (float)CAP && t[0] == 1.0f, "after inserts: total %g, top %g", t[1], t[0]);
     CHECK(is_sum_tree(t, p->leaves), "inserts left a node that is not its children's sum");
@@ -63,7 +73,7 @@ static void test_tree_ops(void) {
     CHECK(t[0] == t[p->leaves + 7], "top %g, largest given %g", t[0], t[p->leaves + 7]);
     CHECK(is_sum_tree(t, p->leaves), "update left a node that is not its children's sum");
     /* a new row takes the largest priority so far */
-    CHECK_OK(dqn_replay_add(&r, obs, act, R, disc, obs, 1));
+    add_rows(&r, 1);
     CHECK(t[p->leaves + 10] == t[0], "new row 10: %g, top %g", t[p->leaves + 10], t[0]);
     CHECK(is_sum_tree(t, p->leaves), "insert left a node that is not its children's sum");
     CHECK(be->ops->per_update(be, p, (int32_t[]){CAP}, loss, 1) != DQN_OK,
@@ -93,12 +103,10 @@ static void test_descent(void) {
 /* the sampler draws row i with probability p_i / total: chi-squared over many batches */
 static void test_distribution(void) {
     dqn_replay r;
-    CHECK_OK(dqn_replay_create(&r, be, CAP, 1, 1));
-    CHECK_OK(dqn_replay_prioritize(&r, 1.0f, 0.5f, 1e-6f, 1000));
-    float obs[CAP] = {0}, R[CAP] = {0}, disc[CAP] = {0};
-    int32_t act[CAP] = {0}, idx[CAP];
+    make_per(&r, 1, 1.0f, 0.5f, 1000);
+    int32_t idx[CAP];
     float loss[CAP];
-    CHECK_OK(dqn_replay_add(&r, obs, act, R, disc, obs, 40));
+    add_rows(&r, 40);
     for (int i = 0; i < 40; i++) {
         idx[i] = i;
         loss[i] = (float)(i % 8 + 1) * 0.25f;   /* eight levels, 1 : 8 */
@@ -130,12 +138,10 @@ static void test_distribution(void) {
 /* w_j = (N P_j)^-beta / max_k (N P_k)^-beta, beta from beta0 to 1 over the planned updates */
 static void test_weights(void) {
     dqn_replay r;
-    CHECK_OK(dqn_replay_create(&r, be, CAP, 1, 1));
-    CHECK_OK(dqn_replay_prioritize(&r, 0.6f, 0.4f, 1e-6f, 200));
-    float obs[CAP] = {0}, R[CAP] = {0}, disc[CAP] = {0};
-    int32_t act[CAP] = {0}, idx[CAP];
+    make_per(&r, 1, 0.6f, 0.4f, 200);
+    int32_t idx[CAP];
     float loss[CAP];
-    CHECK_OK(dqn_replay_add(&r, obs, act, R, disc, obs, CAP));
+    add_rows(&r, CAP);
     for (int i = 0; i < CAP; i++) {
         idx[i] = i;
         loss[i] = 0.01f + (float)dqn_philox_uniform(4, 4, i) * 3.0f;
@@ -171,11 +177,8 @@ static void test_weights(void) {
 /* a checkpoint's tree goes through the same checks as any input */
 static void test_import(void) {
     dqn_replay r;
-    CHECK_OK(dqn_replay_create(&r, be, CAP, 1, 1));
-    CHECK_OK(dqn_replay_prioritize(&r, 0.6f, 0.4f, 1e-6f, 10));
-    float obs[CAP] = {0}, R[CAP] = {0}, disc[CAP] = {0};
-    int32_t act[CAP] = {0};
-    CHECK_OK(dqn_replay_add(&r, obs, act, R, disc, obs, 20));
+    make_per(&r, 1, 0.6f, 0.4f, 10);
+    add_rows(&r, 20);
     size_t n = dqn_replay_bytes(&r);
     CHECK(n == (size_t)CAP * 4 * sizeof(float) + CAP * sizeof(int32_t) + 2 * 64 * sizeof(float),
           "replay bytes %zu", n);

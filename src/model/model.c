@@ -489,6 +489,7 @@ static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
                           m->L.arch.obs_dim, m->L.arch.br.D, NULL};
     const dqn_sample_dst dst = {m->idx, m->act, m->x, m->xn, m->R, m->disc};
     const dqn_draws taus = taus_of(m);
+    m->per = rv->per;
     if (rv->per) {
         DQN_TRY(be->ops->per_sample(be, rv->per, m->idx, m->w, m->ucfg.B, m->ucfg.seed, m->step));
         src.idx = m->idx;
@@ -499,6 +500,7 @@ static dqn_status record_sample(dqn_model *m, const dqn_replay_view *rv) {
 /* The taus alone (the batch is already in place): the same draws as record_sample's. */
 static dqn_status record_taus(dqn_model *m) {
     const dqn_draws taus = taus_of(m);
+    m->per = NULL;
     return m->be->ops->rand_uniform_multi(m->be, &taus, m->ucfg.seed, m->step);
 }
 
@@ -528,7 +530,6 @@ static int stages_of(const dqn_model *m, stage_fn *st) {
 
 static dqn_status record_update(dqn_model *m, const dqn_replay_view *rv) {
     dqn_model *hm = dqn_model_probe(m);
-    m->per = rv ? rv->per : NULL;
     if (rv) DQN_TRY(record_sample(m, rv));
     else DQN_TRY(record_taus(m));
     stage_fn st[MAX_STAGES];
@@ -548,7 +549,6 @@ static dqn_status capture_update(dqn_model *m, const dqn_replay_view *rv) {
     int n = stages_of(m, st);
     void *child[MAX_STAGES] = {NULL};
     dqn_status s = DQN_OK;
-    m->per = rv->per;
     for (int k = 0; k < n && s == DQN_OK; k++) {
         if ((s = be->ops->capture_begin(be)) != DQN_OK) break;
         if (k == 0) s = record_sample(m, rv);
