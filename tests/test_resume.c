@@ -45,11 +45,21 @@ static void run_case(const char *env, double tau_target, const char *replay) {
     CHECK_OK(dqn_trainer_create(&c, &t));
     dqn_trainer_record_losses(t, part, CAP, &n_part);
     CHECK_OK(dqn_trainer_run_until(t, STOP));
+    dqn_train_stats saved, loaded;
+    dqn_trainer_stats(t, &saved);
     CHECK_OK(dqn_trainer_save(t, path));
     dqn_trainer_destroy(t);
     t = NULL;
     CHECK_OK(dqn_trainer_load(path, "cpu", &t));
     if (!t) return;
+    /* a run that resumes between rounds of updates reports the last one's loss and norm, as
+     * the run without the stop does at that step */
+    CHECK_OK(dqn_trainer_run_until(t, STOP));
+    dqn_trainer_stats(t, &loaded);
+    CHECK(memcmp(&saved.last_loss, &loaded.last_loss, sizeof saved.last_loss) == 0 &&
+              memcmp(&saved.grad_norm, &loaded.grad_norm, sizeof saved.grad_norm) == 0,
+          "%s: loss %.9g, norm %.9g after the resume; %.9g, %.9g when saved", env,
+          loaded.last_loss, loaded.grad_norm, saved.last_loss, saved.grad_norm);
     dqn_trainer_record_losses(t, part, CAP, &n_part);
     CHECK_OK(dqn_trainer_run_until(t, TOTAL));
     dqn_train_stats st;

@@ -219,6 +219,11 @@ static dqn_status load(const char *path, const char *device, int swap, const dqn
     }
     if (s == DQN_OK) s = be->ops->h2d(be, t->model.step, &k.model_step, sizeof k.model_step);
     if (s == DQN_OK) s = be->ops->h2d(be, t->actor.step, &k.actor_step, sizeof k.actor_step);
+    /* the backend holds the last update's loss and norm until the next one: a resume with no
+     * update before its next save must report them, as the uninterrupted run does */
+    float last[2] = {(float)k.last_loss, (float)k.grad_norm};
+    if (s == DQN_OK && k.updates > 0) s = be->ops->h2d(be, t->model.loss, &last[0], sizeof(float));
+    if (s == DQN_OK && k.updates > 0) s = be->ops->h2d(be, t->model.gnorm, &last[1], sizeof(float));
     if (s == DQN_OK) {
         t->env_steps = k.env_steps; t->updates = k.updates; t->episodes = k.episodes;
         t->since_update = k.since_update; t->skipped = k.skipped; t->act_steps = k.act_steps;
