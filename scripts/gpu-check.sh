@@ -5,7 +5,7 @@
 # comes last. Exits non-zero if any step failed.
 #   PARTS="tests san bench torch extra prof ab timeline dot" (default: tests san bench torch extra)
 #   picks the parts; SAN_TIMEOUT (s) per sanitizer run; BS the batch sizes of the update
-#   benchmark; prof runs scripts/gpu-profile.sh (per-kernel times under Nsight Compute) into the
+#   benchmark, MATHS its precisions (fp32 tf32); prof runs scripts/gpu-profile.sh (per-kernel times under Nsight Compute) into the
 #   logs; ab compares environment settings (AB_VARS, AB_RUNS, below); timeline prints each kernel's
 #   start and end inside a replay (bench_timeline, TL_VARS, TL_RUNS, below).
 set -u
@@ -17,6 +17,7 @@ SAN=/usr/local/cuda/bin/compute-sanitizer
 SAN_TIMEOUT=${SAN_TIMEOUT:-150}
 PARTS=${PARTS:-tests san bench torch extra}
 BS=${BS:-32 256 1024 4096}
+MATHS=${MATHS:-fp32 tf32}
 has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 rows=(); bad=0
 row() { rows+=("$(printf '%-28s %-6s %s' "$1" "$2" "$3")"); [ "$2" = ok ] || [ "$2" = skip ] || bad=1; }
@@ -59,7 +60,7 @@ fi
 
 : > "$LOG/bench.txt"
 if has bench && [ -x $BUILD/bench/bench_update ]; then
-  for math in fp32 tf32; do
+  for math in $MATHS; do
     dev=cuda; [ $math = tf32 ] && dev=cuda:tf32
     for model in cartpole seed; do
       $BUILD/bench/bench_update $dev $model off $BS >> "$LOG/bench.txt" 2>&1 || row "bench $model $math" FAIL "see bench.txt"
@@ -120,7 +121,7 @@ if has dot && [ -x $BUILD/bench/bench_update ]; then
   row graph-dot ok "$(ls "$LOG"/graph-*.dot 2>/dev/null | wc -l) graphs"
 fi
 if has torch && [ -f bench/torch_update.py ] && python3 -c 'import torch' 2>/dev/null; then
-  for math in fp32 tf32; do
+  for math in $MATHS; do
     for model in cartpole seed; do
       timeout 240 python3 bench/torch_update.py --model $model --batch ${BS// /,} --math $math \
           >> "$LOG/bench.txt" 2>&1 || row "torch $model $math" FAIL "see bench.txt"
