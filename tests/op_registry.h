@@ -43,7 +43,7 @@ typedef struct {
 
 /* ---- buffers of a case ---- */
 
-typedef enum { T_F32, T_I32, T_U32, T_U64 } btype;
+typedef enum { T_F32, T_I32, T_U32, T_U64, T_F64, T_U8 } btype;
 enum { B_IN = 0, B_OUT = 1 };
 
 typedef struct {
@@ -85,7 +85,7 @@ static double reg_u01(uint64_t key, int buf, size_t i) {
     return (double)(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
-static size_t reg_esz(btype t) { return t == T_U64 ? 8 : 4; }
+static size_t reg_esz(btype t) { return t == T_U64 || t == T_F64 ? 8 : t == T_U8 ? 1 : 4; }
 
 static void *reg_xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 8);
@@ -181,6 +181,14 @@ static uint32_t *in_u32(tc *t, uint32_t v) {
     return b->dev;
 }
 
+/* n 64-bit integers, each v[i] */
+static uint64_t *in_u64n(tc *t, size_t n, const uint64_t *v) {
+    tbuf *b = new_buf(t, T_U64, n, B_IN, NULL);
+    memcpy(b->host0, v, n * sizeof *v);
+    upload(t, b);
+    return b->dev;
+}
+
 static uint64_t *in_u64(tc *t, uint64_t v) {
     tbuf *b = new_buf(t, T_U64, 1, B_IN, NULL);
     *(uint64_t *)b->host0 = v;
@@ -241,6 +249,8 @@ static void want_same(tc *t, const void *dev) {
         w[i] = b->type == T_F32   ? ((float *)b->host0)[i]
                : b->type == T_I32 ? ((int32_t *)b->host0)[i]
                : b->type == T_U32 ? ((uint32_t *)b->host0)[i]
+               : b->type == T_F64 ? ((double *)b->host0)[i]
+               : b->type == T_U8  ? ((uint8_t *)b->host0)[i]
                                   : (double)((uint64_t *)b->host0)[i];
 }
 

@@ -13,7 +13,8 @@
  * and checks that every OP entry of ops.def has a row. A failure names the op, the shape, the
  * backend, the output and the error. Without a CUDA device step 3 prints a skip line; with
  * DQN_TEST_NEED_GPU set (tests/run_gpu_tests.sh) that is a skip (exit 77) of the whole test.
- * DQN_GPU_TEST_SMALL=1 leaves out the BIG shapes (compute-sanitizer runs). Adding a row:
+ * DQN_GPU_TEST_SMALL=1 leaves out the BIG shapes (compute-sanitizer runs); DQN_TEST_OP=a,b runs
+ * only those rows (the coverage check still runs). Adding a row:
  * docs/adding-an-op.md. */
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +26,8 @@
 #include "backends/cuda_tunables.h"
 #include "check.h"
 #include "dqn_philox.h"
+#include "envs/classic.h"
+#include "envs/env.h"
 #include "op_registry.h"
 #include "replay/sumtree.h"
 
@@ -1015,6 +1018,139 @@ static void c_per_insert(tc *t) {
     REFUSE(t, per_insert, &per, cap, 1);
 }
 
+/* ======================= the classic envs ======================= */
+
+/* The classic envs with the correctly rounded math (cr = 1) as vector envs: the reference of
+ * env_step is dqn_vecenv's bookkeeping over the same dynamics. */
+typedef struct {
+    double s[4];
+} cl_state4;
+typedef struct {
+    double s[2];
+} cl_state2;
+#define CL_CR_ENV(NAME, STATE_T, OBS, RESET, STEP)                                             \
+    static void NAME##_reset1(const void *ctx, void *st, dqn_rng *rng, float *obs) {           \
+        (void)ctx;                                                                             \
+        RESET;                                                                                 \
+    }                                                                                          \
+    static void NAME##_step1(const void *ctx, void *st, const int32_t *a, float *obs,          \
+                             float *reward, int *term) {                                       \
+        (void)ctx;                                                                             \
+        *term = STEP(1, ((STATE_T *)st)->s, a[0], obs, reward);                                \
+    }                                                                                          \
+    DQN_ENV_BATCHED(NAME, STATE_T, OBS, 1)
+CL_CR_ENV(cp_cr, cl_state4, DQN_CARTPOLE_OBS,
+          dqn_cartpole_reset(((cl_state4 *)st)->s, rng->seed, rng->stream, &rng->counter, obs),
+          dqn_cartpole_step)
+CL_CR_ENV(ac_cr, cl_state4, DQN_ACROBOT_OBS,
+          dqn_acrobot_reset(1, ((cl_state4 *)st)->s, rng->seed, rng->stream, &rng->counter, obs),
+          dqn_acrobot_step)
+CL_CR_ENV(mc_cr, cl_state2, DQN_MOUNTAINCAR_OBS,
+          dqn_mountaincar_reset(((cl_state2 *)st)->s, rng->seed, rng->stream, &rng->counter,
+                                obs),
+          dqn_mountaincar_step)
+
+static dqn_env cl_cr_env(int kind, int max_steps) {
+    dqn_env e;
+    memset(&e, 0, sizeof e);
+    e.name = kind == DQN_ENV_CARTPOLE ? "cartpole_cr" : kind == DQN_ENV_ACROBOT ? "acrobot_cr"
+                                                                                : "mountaincar_cr";
+    e.obs_dim = kind == DQN_ENV_CARTPOLE ? DQN_CARTPOLE_OBS
+                : kind == DQN_ENV_ACROBOT ? DQN_ACROBOT_OBS
+                                          : DQN_MOUNTAINCAR_OBS;
+    e.n_branches = 1;
+    e.branch_sizes[0] = kind == DQN_ENV_CARTPOLE ? 2 : 3;
+    e.max_steps = max_steps;
+    e.state_size = kind == DQN_ENV_MOUNTAINCAR ? sizeof(cl_state2) : sizeof(cl_state4);
+    e.reset = kind == DQN_ENV_CARTPOLE ? cp_cr_reset : kind == DQN_ENV_ACROBOT ? ac_cr_reset
+                                                                               : mc_cr_reset;
+    e.step = kind == DQN_ENV_CARTPOLE ? cp_cr_step : kind == DQN_ENV_ACROBOT ? ac_cr_step
+                                                                             : mc_cr_step;
+    return e;
+}
+
+/* s: kind n steps max_steps (kind: DQN_ENV_*). The op resets every slot (actions NULL), then
+ * steps them `steps` times, each call's outputs into its own rows (row 0: the reset's), under
+ * actions uniform below the env's count; the streams start at counters near 2^32 for a share of
+ * the slots (the index's high word). The reference: dqn_vecenv over the same dynamics and math,
+ * seed and streams, its outputs after each call, its state, counters, lengths and returns at
+ * the end. */
+static void c_env_step(tc *t) {
+    const int kind = t->s[0], n = t->s[1], steps = t->s[2], max_steps = t->s[3];
+    const dqn_env env = cl_cr_env(kind, max_steps);
+    const size_t od = (size_t)env.obs_dim, sd = env.state_size / sizeof(double), N = (size_t)n;
+    const size_t rows = (size_t)steps + 1;
+    const uint64_t seed = 0x5EED0000ull + (uint64_t)kind;
+    uint64_t *c0 = reg_xmalloc(N * sizeof *c0);
+    for (size_t i = 0; i < N; i++) c0[i] = i % 3 == 1 ? (1ull << 32) - 2 - i % 7 : i % 5;
+    dqn_env_io io = {.kind = (dqn_env_kind)kind, .math = DQN_ENV_MATH_CR, .n = n,
+                     .max_steps = max_steps, .seed = seed, .stream_base = DQN_STREAM_ENV};
+    const int32_t *act = in_i(t, (size_t)steps * N, (uint32_t)env.branch_sizes[0]);
+    io.counter = in_u64n(t, N, c0);
+    make_out(t, io.counter, "counter");
+    io.state = out_part(t, T_F64, "state", N * sd, N * sd);
+    io.ep_len = out_i(t, "ep_len", N);
+    io.ep_return = out_part(t, T_F64, "ep_return", N, N);
+    float *obs = out_f(t, "obs", rows * N * od), *fobs = out_f(t, "final_obs", rows * N * od);
+    float *rew = out_f(t, "reward", rows * N);
+    uint8_t *term = out_part(t, T_U8, "terminated", rows * N, rows * N);
+    uint8_t *trunc = out_part(t, T_U8, "truncated", rows * N, rows * N);
+    double *dret = out_part(t, T_F64, "done_return", rows * N, rows * N);
+    int32_t *dlen = out_i(t, "done_len", rows * N);
+    for (size_t k = 0; k < rows && !t->failed; k++) {
+        dqn_env_io at = io;
+        at.obs = obs + k * N * od, at.final_obs = fobs + k * N * od, at.reward = rew + k * N;
+        at.terminated = term + k * N, at.truncated = trunc + k * N;
+        at.done_return = dret + k * N, at.done_len = dlen + k * N;
+        OP(t, env_step, &at, k == 0 ? NULL : act + (k - 1) * N);
+    }
+    if (!t->ref) {
+        free(c0);
+        return;
+    }
+    dqn_vecenv v;
+    CHECK_OK(dqn_vecenv_create(&v, &env, n, seed, DQN_STREAM_ENV));
+    for (size_t i = 0; i < N; i++) v.rng[i].counter = c0[i];
+    double *wo = want(t, obs), *wf = want(t, fobs), *wr = want(t, rew), *wt = want(t, term);
+    double *wu = want(t, trunc), *wd = want(t, dret), *wl = want(t, dlen);
+    long terminations = 0, truncations = 0;
+    for (size_t k = 0; k < rows; k++) {
+        CHECK_OK(k == 0 ? dqn_vecenv_reset(&v)
+                        : dqn_vecenv_step(&v, hi(t, act) + (k - 1) * N));
+        for (size_t j = 0; j < N * od; j++) {
+            wo[k * N * od + j] = v.obs[j];
+            wf[k * N * od + j] = v.final_obs[j];
+        }
+        for (size_t i = 0; i < N; i++) {
+            size_t r = k * N + i;
+            wr[r] = v.reward[i], wt[r] = v.terminated[i], wu[r] = v.truncated[i];
+            wd[r] = v.done_return[i], wl[r] = v.done_len[i];
+            terminations += v.terminated[i], truncations += v.truncated[i];
+        }
+    }
+    double *ws = want(t, io.state), *wc = want(t, io.counter), *wel = want(t, io.ep_len);
+    double *wer = want(t, io.ep_return);
+    for (size_t i = 0; i < N; i++) {
+        for (size_t k = 0; k < sd; k++) ws[i * sd + k] = ((const double *)v.state)[i * sd + k];
+        wc[i] = (double)v.rng[i].counter, wel[i] = v.ep_len[i], wer[i] = v.ep_return[i];
+    }
+    /* the rows are worth their steps: the time limit ends episodes where it falls inside them,
+     * and random pushes drop the pole within 30 steps (the other envs' random walks seldom reach
+     * their goals: their terminal step is the same slot code) */
+    CHECK(max_steps == 0 || steps < max_steps || truncations > 0, "%s: no truncation", t->where);
+    CHECK(kind != DQN_ENV_CARTPOLE || steps < 30 || terminations > 0, "%s: no pole fell",
+          t->where);
+    dqn_vecenv_destroy(&v);
+    free(c0);
+    dqn_env_io bad = io;
+    bad.kind = (dqn_env_kind)3;
+    REFUSE(t, env_step, &bad, NULL);
+    bad = io, bad.n = 0;
+    REFUSE(t, env_step, &bad, NULL);
+    bad = io, bad.reward = NULL;
+    REFUSE(t, env_step, &bad, NULL);
+}
+
 /* ======================= fused ops ======================= */
 
 /* s: R H branches */
@@ -1842,6 +1978,16 @@ static const row ROWS[] = {
      SHAPES(S(12, 8, 8, 1, 0), S(64, 32, 32, 32, 41), S(3, 5, 7, 2, 9)),
      .nmse = EXACT,
      .nmse_dev = EXACT},
+    {.op = "env_step",
+     .run = c_env_step,
+     SHAPES(S(DQN_ENV_CARTPOLE, 1, 40, 25), S(DQN_ENV_CARTPOLE, 37, 300, 20),
+            S(DQN_ENV_ACROBOT, 37, 120, 50), S(DQN_ENV_ACROBOT, 5, 600, 500),
+            S(DQN_ENV_MOUNTAINCAR, 37, 250, 200), S(DQN_ENV_MOUNTAINCAR, 300, 60, 0),
+            S(DQN_ENV_CARTPOLE, 1000, 120, 60), S(DQN_ENV_ACROBOT, 1000, 60, 30),
+            S_BIG(DQN_ENV_CARTPOLE, 65537, 40, 30), S_BIG(DQN_ENV_ACROBOT, 20000, 60, 50),
+            S_BIG(DQN_ENV_MOUNTAINCAR, 65537, 40, 30)),
+     .nmse = EXACT,
+     .nmse_dev = EXACT},
     {.op = "heads_fwd",
      .run = c_heads_fwd,
      SHAPES(S(13, 7, 0), S(37, 33, 1), S(5, 1, 0), S(129, 33, 3), S(37, 13, 0), S(301, 70, 1),
@@ -2074,6 +2220,8 @@ static double value_of(const tbuf *b, const void *p, size_t i) {
     case T_F32: return ((const float *)p)[i];
     case T_I32: return ((const int32_t *)p)[i];
     case T_U32: return ((const uint32_t *)p)[i];
+    case T_F64: return ((const double *)p)[i];
+    case T_U8: return ((const uint8_t *)p)[i];
     default: return (double)((const uint64_t *)p)[i];
     }
 }
@@ -2304,6 +2452,19 @@ static void test_coverage(void) {
     printf("coverage: %d OP entries of ops.def, %d rows\n", n_op, N_ROWS);
 }
 
+/* name is one of the comma-separated names of list */
+static int list_has(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
 static void make_variants(void) {
     for (int v = 0; v < N_VARIANTS; v++) {
         variant *va = &VARIANTS[v];
@@ -2337,7 +2498,9 @@ int main(void) {
     for (int v = 0; v < N_VARIANTS; v++)
         if (VARIANTS[v].be) printf(", %s", VARIANTS[v].label);
     printf("\n");
+    const char *only = getenv("DQN_TEST_OP");   /* one row (a comma-separated list) */
     for (int r = 0; r < N_ROWS; r++) {
+        if (only && !list_has(only, ROWS[r].op)) continue;
         if (ROWS[r].elsewhere) {
             printf("  %-58s held by %s\n", ROWS[r].op, ROWS[r].elsewhere);
             continue;

@@ -95,6 +95,36 @@ typedef struct {
     uint64_t stride[DQN_MAX_DRAWS];
 } dqn_draws;
 
+/* The classic control envs the env_step op runs (their dynamics: envs/classic.h). */
+typedef enum { DQN_ENV_CARTPOLE = 0, DQN_ENV_ACROBOT = 1, DQN_ENV_MOUNTAINCAR = 2 } dqn_env_kind;
+/* Which sin, cos and square the dynamics use: the correctly rounded ones of envs/classic_math.h
+ * (every backend, the same bits), or libm's (the CPU only: the CPU envs' bits, Gymnasium's). */
+typedef enum { DQN_ENV_MATH_CR = 0, DQN_ENV_MATH_LIBM = 1 } dqn_env_math;
+
+/* n slots of one classic env, struct of arrays in backend memory, laid out as dqn_vecenv's
+ * buffers: slot i draws its resets from the Philox stream (seed, stream_base + i) at index
+ * counter[i] onwards. state, counter, ep_len and ep_return carry from step to step; the rest
+ * is what one step writes (a caller may point them elsewhere on every call). */
+typedef struct {
+    dqn_env_kind kind;
+    dqn_env_math math;
+    int n;
+    int max_steps;              /* truncation after this many steps (0: never) */
+    uint64_t seed;
+    uint32_t stream_base;
+    double *state;              /* [n, state_dim]: 4 (cartpole, acrobot) or 2 (mountaincar) */
+    uint64_t *counter;          /* [n] each slot's next draw */
+    int32_t *ep_len;            /* [n] steps in the current episode */
+    double *ep_return;          /* [n] return of the current episode */
+    float *obs;                 /* [n, obs_dim] the observation after the step (and reset) */
+    float *final_obs;           /* [n, obs_dim] the observation the step produced */
+    float *reward;              /* [n] */
+    uint8_t *terminated;        /* [n] */
+    uint8_t *truncated;         /* [n] */
+    double *done_return;        /* [n] the return of an episode that ended here, else 0 */
+    int32_t *done_len;          /* [n] its length, else 0 */
+} dqn_env_io;
+
 /* The op table: one function pointer per entry of ops.def (each op's contract is there), in
  * that order, after the backend's name. */
 typedef struct dqn_ops {

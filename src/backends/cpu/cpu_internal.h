@@ -104,6 +104,8 @@ dqn_status cpu_bcast_add_act(dqn_backend *be, const float *hb, float *Y, int B, 
                              dqn_act act);
 dqn_status cpu_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float *dus, int B,
                                int T, int N, const void *hplan);
+/* the classic envs' step (cpu_env.c), for the op table */
+dqn_status cpu_env_step(dqn_backend *be, const dqn_env_io *io, const int32_t *actions);
 /* the health ops and the fences (cpu_health.c), for the op table */
 dqn_status cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
 void cpu_health_plan_free(dqn_backend *be, void *plan);
