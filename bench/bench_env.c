@@ -102,12 +102,13 @@ static int bench_cuda(double seconds) {
     }
     TRY("cpu backend", dqn_backend_cpu_create(&cpu));
     const char *names[] = {"cartpole", "acrobot", "mountaincar"};
-    double cpu_vec = steps_per_s("cartpole", 64, seconds);
     double cpu_op = op_steps_per_s(cpu, DQN_ENV_CARTPOLE, 4096, seconds, 0);
-    printf("cpu_cartpole_vecenv_64env_steps_per_s=%.0f\n", cpu_vec);
     printf("cpu_cartpole_op_4096env_steps_per_s=%.0f\n", cpu_op);
     const int ns[] = {4096, 16384, 65536, 262144, 1048576};
-    for (int kind = 0; kind < 3; kind++)
+    for (int kind = 0; kind < 3; kind++) {
+        /* the peer: the same env's CPU vector */
+        double cpu_vec = steps_per_s(names[kind], 64, seconds);
+        printf("cpu_%s_vecenv_64env_steps_per_s=%.0f\n", names[kind], cpu_vec);
         for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
             if (kind != DQN_ENV_CARTPOLE && ns[k] != 65536) continue;
             double eager = op_steps_per_s(gpu, kind, ns[k], seconds, 0);
@@ -115,6 +116,7 @@ static int bench_cuda(double seconds) {
             printf("cuda_%s_op_%denv_steps_per_s=%.0f graph=%.0f (x%.0f the cpu vector)\n",
                    names[kind], ns[k], eager, graph, graph / cpu_vec);
         }
+    }
     gpu->ops->destroy(gpu);
     cpu->ops->destroy(cpu);
     return 0;
