@@ -31,18 +31,23 @@
     } while (0)
 
 /* CPU_CLONE(name, params, args): name##_any, a static function whose body is the always-inline
- * name##_body, compiled twice on x86-64 (baseline SSE2 and AVX2) and picked at run time. Neither
- * copy may use FMA (ISO C mode does not contract), so both give the same floats: the AVX2 copy
- * only runs the same vectorised loops on wider registers. */
+ * name##_body, compiled three times on x86-64 (baseline SSE2, AVX2 and AVX-512F) and picked at run
+ * time. No copy may use FMA (ISO C mode does not contract), so all give the same floats: the wider
+ * copies only run the same vectorised loops on wider registers. */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define CPU_CLONE(name, params, args)                                                 \
-    static void name##_base params { name##_body args; }                              \
+#define CPU_CLONE(name, params, args)                                                    \
+    static void name##_base params { name##_body args; }                                 \
     __attribute__((target("avx2"))) static void name##_avx2 params { name##_body args; } \
-    static void name##_any params {                                                   \
-        if (__builtin_cpu_supports("avx2"))                                           \
-            name##_avx2 args;                                                         \
-        else                                                                          \
-            name##_base args;                                                         \
+    __attribute__((target("avx512f"))) static void name##_avx512 params {                \
+        name##_body args;                                                                \
+    }                                                                                    \
+    static void name##_any params {                                                      \
+        if (__builtin_cpu_supports("avx512f"))                                           \
+            name##_avx512 args;                                                          \
+        else if (__builtin_cpu_supports("avx2"))                                         \
+            name##_avx2 args;                                                            \
+        else                                                                             \
+            name##_base args;                                                            \
     }
 #else
 #define CPU_CLONE(name, params, args) \
