@@ -10,71 +10,51 @@
 
 /* sum a[j] b[j] in double: LANES lanes (one vector value, kept in registers), each summed in
  * order, then the tail and the lanes in order */
-typedef double dot_vd __attribute__((vector_size(LANES * sizeof(double))));
-typedef float dot_vf __attribute__((vector_size(LANES * sizeof(float))));
 CPU_INLINE double dot_d(const float *a, const float *b, int n) {
-    dot_vd lane = {0};
+    cpu_vd lane = {0};
     double s = 0;
     int j = 0;
     for (; j + LANES <= n; j += LANES) {
-        dot_vf va, vb;
+        cpu_vf va, vb;
         memcpy(&va, a + j, sizeof va);
         memcpy(&vb, b + j, sizeof vb);
-        lane += __builtin_convertvector(va, dot_vd) * __builtin_convertvector(vb, dot_vd);
+        lane += __builtin_convertvector(va, cpu_vd) * __builtin_convertvector(vb, cpu_vd);
     }
     for (; j < n; j++) s += (double)a[j] * b[j];
     for (int l = 0; l < LANES; l++) s += lane[l];
     return s;
 }
 
-#define SHUF(a, b, ...) __builtin_shuffle((a), (b), (dot_vl){__VA_ARGS__})
-typedef long long dot_vl __attribute__((vector_size(LANES * sizeof(long long))));
-
 /* The dots of LANES rows x[i * ldx ..] with one w at once: dot_d's lanes for each row, then its
  * in-order sums of them, run down the columns of the transposed lanes (one vector add per lane:
  * each row's sum in its own element, in dot_d's order). out[i] = (float)(b + sum). */
 CPU_INLINE void dot_d_rows(const float *x, size_t ldx, const float *w, int n, float b, float *out,
                            size_t ldo) {
-    dot_vd L[LANES];
+    cpu_vd L[LANES];
 #pragma GCC unroll 8
-    for (int i = 0; i < LANES; i++) L[i] = (dot_vd){0};
+    for (int i = 0; i < LANES; i++) L[i] = (cpu_vd){0};
     int j = 0;
     for (; j + LANES <= n; j += LANES) {
-        dot_vf vw;
+        cpu_vf vw;
         memcpy(&vw, w + j, sizeof vw);
-        const dot_vd dw = __builtin_convertvector(vw, dot_vd);
+        const cpu_vd dw = __builtin_convertvector(vw, cpu_vd);
 #pragma GCC unroll 8
         for (int i = 0; i < LANES; i++) {
-            dot_vf vx;
+            cpu_vf vx;
             memcpy(&vx, x + i * ldx + j, sizeof vx);
-            L[i] += __builtin_convertvector(vx, dot_vd) * dw;
+            L[i] += __builtin_convertvector(vx, cpu_vd) * dw;
         }
     }
-    dot_vd S;
+    cpu_vd S;
     for (int i = 0; i < LANES; i++) {
         double t = 0;
         for (int k = j; k < n; k++) t += (double)x[i * ldx + k] * w[k];
         S[i] = t;
     }
-    /* transpose L: T[l] holds lane l of rows 0..7 */
-    dot_vd a[LANES], c[LANES];
-    for (int i = 0; i < LANES; i += 2) {
-        a[i] = SHUF(L[i], L[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
-        a[i + 1] = SHUF(L[i], L[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
-    }
-    for (int i = 0; i < LANES; i += 4)
-        for (int h = 0; h < 2; h++) {
-            c[i + h] = SHUF(a[i + h], a[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
-            c[i + h + 2] = SHUF(a[i + h], a[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
-        }
-    /* c[0..3]: lanes 0|4, 1|5, 2|6, 3|7 of rows 0-3; c[4..7] the same of rows 4-7 */
-    dot_vd T[LANES];
-    for (int l = 0; l < 4; l++) {
-        T[l] = SHUF(c[l], c[l + 4], 0, 1, 2, 3, 8, 9, 10, 11);
-        T[l + 4] = SHUF(c[l], c[l + 4], 4, 5, 6, 7, 12, 13, 14, 15);
-    }
+    cpu_vd T[LANES]; /* T[l]: lane l of the rows */
+    cpu_transpose8(L, T);
     for (int l = 0; l < LANES; l++) S += T[l];
-    const dot_vd r = (double)b + S;
+    const cpu_vd r = (double)b + S;
     for (int i = 0; i < LANES; i++) out[i * ldo] = (float)r[i];
 }
 

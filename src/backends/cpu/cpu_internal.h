@@ -58,6 +58,32 @@
 /* Double accumulators in independent lanes: vectorisable, and a shorter rounding chain. */
 enum { LANES = 8 };
 
+/* LANES doubles or floats as one value (GCC vector extensions: registers on every target, split
+ * where the target's are narrower); elementwise arithmetic on them rounds as the scalar code. */
+typedef double cpu_vd __attribute__((vector_size(LANES * sizeof(double))));
+typedef float cpu_vf __attribute__((vector_size(LANES * sizeof(float))));
+typedef long long cpu_vl __attribute__((vector_size(LANES * sizeof(long long))));
+
+/* t[l][i] = x[i][l]: an 8 x 8 transpose in three rounds of shuffles (no arithmetic) */
+#define CPU_SHUF(a, b, ...) __builtin_shuffle((a), (b), (cpu_vl){__VA_ARGS__})
+CPU_INLINE void cpu_transpose8(const cpu_vd x[LANES], cpu_vd t[LANES]) {
+    cpu_vd a[LANES], c[LANES];
+    for (int i = 0; i < LANES; i += 2) {
+        a[i] = CPU_SHUF(x[i], x[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+        a[i + 1] = CPU_SHUF(x[i], x[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+    }
+    for (int i = 0; i < LANES; i += 4)
+        for (int h = 0; h < 2; h++) {
+            c[i + h] = CPU_SHUF(a[i + h], a[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            c[i + h + 2] = CPU_SHUF(a[i + h], a[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    /* c[0..3]: elements 0|4, 1|5, 2|6, 3|7 of rows 0-3; c[4..7] the same of rows 4-7 */
+    for (int l = 0; l < 4; l++) {
+        t[l] = CPU_SHUF(c[l], c[l + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        t[l + 4] = CPU_SHUF(c[l], c[l + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+}
+
 #define REQUIRE(cond, ...)                                     \
     do {                                                       \
         if (!(cond)) return DQN_ERR(DQN_ERR_ARG, __VA_ARGS__); \
