@@ -26,7 +26,8 @@ CFLAGS ?=
 CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 LDLIBS := -lm -lpthread
 
-# ---- BLAS detection: OpenBLAS (Debian's libopenblas-dev) if present, else the built-in GEMM
+# ---- BLAS detection: OpenBLAS (Debian's libopenblas-dev) if present, else the built-in GEMM (an
+# OpenBLAS build too takes the built-in one on AVX2/AVX-512 CPUs at one thread: src/backends/cpu/gemm.c)
 HASH := \#
 HAVE_OPENBLAS := $(shell printf '$(HASH)include <cblas.h>\nint main(void){return 0;}' | \
     $(CC) -x c - -o /dev/null -lopenblas 2>/dev/null && echo 1)

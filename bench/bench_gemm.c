@@ -81,9 +81,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_gemm: %s: no such tile kernels on this CPU\n", argv[2]);
         return 2;
     }
-    const int peer = strcmp(dqn_cpu_gemm_name(), "builtin") != 0;
+    const int peer = dqn_cpu_have_openblas();
     printf("builtin GEMM tile kernels: %s; peer: %s\n", dqn_gemm_builtin_isa(),
-           peer ? dqn_cpu_gemm_name() : "none (built without OpenBLAS)");
+           peer ? "openblas" : "none (built without OpenBLAS)");
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape *sh = &shapes[si];
         const int M = sh->M, K = sh->K, N = sh->N;
@@ -102,9 +102,8 @@ int main(int argc, char **argv) {
         printf("gemm %-10s %-12s M=%-5d K=%-4d N=%-4d builtin %7.2f GFLOP/s %8.2f us",
                op_name[sh->op], sh->what, M, K, N, flop / tb * 1e-9, tb * 1e6);
         if (peer)
-            printf("  %s(threads=%d) %7.2f GFLOP/s %8.2f us  builtin/%s time %.2f",
-                   dqn_cpu_gemm_name(), dqn_cpu_threads(), flop / tp * 1e-9, tp * 1e6,
-                   dqn_cpu_gemm_name(), tb / tp);
+            printf("  openblas(threads=%d) %7.2f GFLOP/s %8.2f us  builtin/openblas time %.2f",
+                   dqn_cpu_threads(), flop / tp * 1e-9, tp * 1e6, tb / tp);
         printf("\n");
         free(X);
         free(W);

@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
     int cuda = strncmp(dev, "cuda", 4) == 0, tf32 = strcmp(dev, "cuda:tf32") == 0;
     int count = strcmp(dev, "count") == 0, cpu = !cuda && !count;
     /* the GEMMs to time: the linked one, then on cpu the built-in one where that is another */
-    int ngemm = cpu && strcmp(dqn_cpu_gemm_name(), "builtin") != 0 ? 2 : 1;
+    int ngemm = cpu && dqn_cpu_have_openblas() ? 2 : 1;
     for (int k = 0; k < nB; k++) {
         int B = Bs[k];
         double ups[2] = {0, 0}, cpu_ms[2] = {0, 0};
@@ -139,14 +139,14 @@ int main(int argc, char **argv) {
                 char gemm[32];
                 if (cuda)
                     snprintf(gemm, sizeof gemm, "own+cublas");
-                else if (g == 1 || strcmp(dqn_cpu_gemm_name(), "builtin") == 0)
+                else if (g == 1 || !dqn_cpu_have_openblas())
                     snprintf(gemm, sizeof gemm, "builtin-%s", dqn_gemm_builtin_isa());
                 else
-                    snprintf(gemm, sizeof gemm, "%s", dqn_cpu_gemm_name());
+                    snprintf(gemm, sizeof gemm, "openblas");
                 char ratio[64] = "";
                 if (g == 1)
-                    snprintf(ratio, sizeof ratio, "; builtin/%s ratio %.2f (cpu %.2f)",
-                             dqn_cpu_gemm_name(), ups[0] / ups[1], cpu_ms[1] / cpu_ms[0]);
+                    snprintf(ratio, sizeof ratio, "; builtin/openblas ratio %.2f (cpu %.2f)",
+                             ups[0] / ups[1], cpu_ms[1] / cpu_ms[0]);
                 char cpu_s[48] = "";
                 if (cpu) snprintf(cpu_s, sizeof cpu_s, " (cpu %.3f ms)", cpu_ms[g]);
                 printf("update %s model=%s gemm=%s math=%s health=%s B=%d N=%d: %.1f updates/s, "

@@ -327,31 +327,49 @@ static dqn_status cpu_layernorm_bwd(dqn_backend *be, const float *x, const float
 
 /* cos(k theta), theta = pi tau, by rotations in double (exact to float rounding for the tens of
  * terms used): the first COS_BLOCK angles one step at a time, then every block of COS_BLOCK
- * at once by rotating it through COS_BLOCK * theta, which vectorises along k. */
-enum { COS_BLOCK = 8 };
+ * at once by rotating it through COS_BLOCK * theta. The first steps run for LANES rows at once
+ * (one row in each element, then transposed); a block is one vector value. The arithmetic of
+ * each element is the one-row scalar code's (no FMA). */
+enum { COS_BLOCK = LANES };
+
+/* the blocks of one row from its first COS_BLOCK angles */
+CPU_INLINE void cos_row(cpu_vd c, cpu_vd s, float *Cr, int n_cos) {
+    const double cb = c[COS_BLOCK - 1], sb = s[COS_BLOCK - 1];
+    for (int k0 = 0; k0 < n_cos; k0 += COS_BLOCK) {
+        cpu_vf f = __builtin_convertvector(c, cpu_vf);
+        if (n_cos - k0 >= COS_BLOCK)
+            memcpy(Cr + k0, &f, sizeof f);
+        else
+            for (int j = 0; j < n_cos - k0; j++) Cr[k0 + j] = f[j];
+        cpu_vd cn = c * cb - s * sb;
+        s = s * cb + c * sb;
+        c = cn;
+    }
+}
 
 CPU_INLINE void cos_embed_body(const float *tau, float *C, size_t R, int n_cos) {
     const double pi = 3.14159265358979323846;
-    for (size_t r = 0; r < R; r++) {
-        double c[COS_BLOCK], s[COS_BLOCK]; /* cos, sin of (k0 + j + 1) theta */
+    size_t r = 0;
+    for (; r + LANES <= R; r += LANES) {
+        cpu_vd c[COS_BLOCK], s[COS_BLOCK]; /* [j][i]: cos, sin of (j + 1) theta of row r + i */
+        for (int i = 0; i < LANES; i++) c[0][i] = cos(pi * tau[r + i]), s[0][i] = sin(pi * tau[r + i]);
+        for (int j = 1; j < COS_BLOCK; j++) {
+            c[j] = c[j - 1] * c[0] - s[j - 1] * s[0];
+            s[j] = s[j - 1] * c[0] + c[j - 1] * s[0];
+        }
+        cpu_vd ct[LANES], st[LANES];
+        cpu_transpose8(c, ct);
+        cpu_transpose8(s, st);
+        for (int i = 0; i < LANES; i++) cos_row(ct[i], st[i], C + (r + i) * n_cos, n_cos);
+    }
+    for (; r < R; r++) {
+        cpu_vd c, s;
         c[0] = cos(pi * tau[r]), s[0] = sin(pi * tau[r]);
         for (int j = 1; j < COS_BLOCK; j++) {
             c[j] = c[j - 1] * c[0] - s[j - 1] * s[0];
             s[j] = s[j - 1] * c[0] + c[j - 1] * s[0];
         }
-        const double cb = c[COS_BLOCK - 1], sb = s[COS_BLOCK - 1];
-        float *Cr = C + r * n_cos;
-        for (int k0 = 0; k0 < n_cos; k0 += COS_BLOCK) {
-            if (n_cos - k0 >= COS_BLOCK)
-                for (int j = 0; j < COS_BLOCK; j++) Cr[k0 + j] = (float)c[j];
-            else
-                for (int j = 0; j < n_cos - k0; j++) Cr[k0 + j] = (float)c[j];
-            for (int j = 0; j < COS_BLOCK; j++) {
-                double cn = c[j] * cb - s[j] * sb;
-                s[j] = s[j] * cb + c[j] * sb;
-                c[j] = cn;
-            }
-        }
+        cos_row(c, s, C + r * n_cos, n_cos);
     }
 }
 CPU_CLONE(cos_embed, (const float *tau, float *C, size_t R, int n_cos), (tau, C, R, n_cos))

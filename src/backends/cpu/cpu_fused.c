@@ -3,26 +3,74 @@
  * ops read the stacked hidden layer in place and sum in double; iqn_bwd is one loop in the
  * sequence's own rounding order. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backends/cpu/cpu_internal.h"
 #include "backends/cpu/gemm.h"
 
-/* sum a[j] b[j] in double */
+/* sum a[j] b[j] in double: LANES lanes (one vector value, kept in registers), each summed in
+ * order, then the tail and the lanes in order */
 CPU_INLINE double dot_d(const float *a, const float *b, int n) {
-    double lane[LANES] = {0}, s = 0;
+    cpu_vd lane = {0};
+    double s = 0;
     int j = 0;
-    for (; j + LANES <= n; j += LANES)
-        for (int l = 0; l < LANES; l++) lane[l] += (double)a[j + l] * b[j + l];
+    for (; j + LANES <= n; j += LANES) {
+        cpu_vf va, vb;
+        memcpy(&va, a + j, sizeof va);
+        memcpy(&vb, b + j, sizeof vb);
+        lane += __builtin_convertvector(va, cpu_vd) * __builtin_convertvector(vb, cpu_vd);
+    }
     for (; j < n; j++) s += (double)a[j] * b[j];
     for (int l = 0; l < LANES; l++) s += lane[l];
     return s;
 }
 
+/* The dots of LANES rows x[i * ldx ..] with one w at once: dot_d's lanes for each row, then its
+ * in-order sums of them, run down the columns of the transposed lanes (one vector add per lane:
+ * each row's sum in its own element, in dot_d's order). out[i] = (float)(b + sum). */
+CPU_INLINE void dot_d_rows(const float *x, size_t ldx, const float *w, int n, float b, float *out,
+                           size_t ldo) {
+    cpu_vd L[LANES];
+#pragma GCC unroll 8
+    for (int i = 0; i < LANES; i++) L[i] = (cpu_vd){0};
+    int j = 0;
+    for (; j + LANES <= n; j += LANES) {
+        cpu_vf vw;
+        memcpy(&vw, w + j, sizeof vw);
+        const cpu_vd dw = __builtin_convertvector(vw, cpu_vd);
+#pragma GCC unroll 8
+        for (int i = 0; i < LANES; i++) {
+            cpu_vf vx;
+            memcpy(&vx, x + i * ldx + j, sizeof vx);
+            L[i] += __builtin_convertvector(vx, cpu_vd) * dw;
+        }
+    }
+    cpu_vd S;
+    for (int i = 0; i < LANES; i++) {
+        double t = 0;
+        for (int k = j; k < n; k++) t += (double)x[i * ldx + k] * w[k];
+        S[i] = t;
+    }
+    cpu_vd T[LANES]; /* T[l]: lane l of the rows */
+    cpu_transpose8(L, T);
+    for (int l = 0; l < LANES; l++) S += T[l];
+    const cpu_vd r = (double)b + S;
+    for (int i = 0; i < LANES; i++) out[i * ldo] = (float)r[i];
+}
+
 CPU_INLINE void heads_fwd_body(const float *hva, const float *Wv2, const float *bv2,
                                const float *Wa2, const float *ba2, float *V, float *Adv, size_t R,
                                int H, int A) {
-    for (size_t r = 0; r < R; r++) {
-        const float *hv = hva + r * 2 * H, *ha = hv + H;
+    const size_t ld = 2 * (size_t)H;
+    size_t r = 0;
+    for (; r + LANES <= R; r += LANES) {
+        const float *hv = hva + r * ld;
+        dot_d_rows(hv, ld, Wv2, H, bv2[0], V + r, 1);
+        for (int a = 0; a < A; a++)
+            dot_d_rows(hv + H, ld, Wa2 + (size_t)a * H, H, ba2[a], Adv + r * A + a, (size_t)A);
+    }
+    for (; r < R; r++) {
+        const float *hv = hva + r * ld, *ha = hv + H;
         V[r] = (float)(bv2[0] + dot_d(hv, Wv2, H));
         for (int a = 0; a < A; a++)
             Adv[r * A + a] = (float)(ba2[a] + dot_d(ha, Wa2 + (size_t)a * H, H));

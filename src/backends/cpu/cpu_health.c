@@ -101,10 +101,11 @@ static void run_copies(const dqn_hplan_desc *d, int when) {
 }
 
 /* The common case in one branch-free pass: max |x| and the sums in 8 independent lanes (the
- * compiler vectorises it). Returns 0 if x holds a non-finite value (the sums are then NaN or Inf)
- * or, with guard, a value above the bound: the exact pass below then runs. */
+ * compiler vectorises it, on the widest registers the CPU has: the lanes and their order are the
+ * same in every copy). scan_fast returns 0 if x holds a non-finite value (the sums are then NaN
+ * or Inf) or, with guard, a value above the bound: the exact pass below then runs. */
 enum { HL = 8 };
-static int scan_fast(const float *x, size_t n, float bound, int guard, dqn_hslot_cur *cur) {
+CPU_INLINE void scan_sums_body(const float *x, size_t n, float *mo, double *sqo, double *sbo) {
     float mx[HL] = {0};
     double ss[HL] = {0}, sa[HL] = {0};
     size_t i = 0;
@@ -128,6 +129,17 @@ static int scan_fast(const float *x, size_t n, float bound, int guard, dqn_hslot
         sq += ss[j];
         sb += sa[j];
     }
+    *mo = m;
+    *sqo = sq;
+    *sbo = sb;
+}
+CPU_CLONE(scan_sums, (const float *x, size_t n, float *mo, double *sqo, double *sbo),
+          (x, n, mo, sqo, sbo))
+
+static int scan_fast(const float *x, size_t n, float bound, int guard, dqn_hslot_cur *cur) {
+    float m;
+    double sq, sb;
+    scan_sums_any(x, n, &m, &sq, &sb);
     if (!isfinite(sq) || !isfinite(sb) || !isfinite(m) || (guard && m > bound)) return 0;
     memset(cur, 0, sizeof *cur);
     cur->maxabs = m;

@@ -31,18 +31,23 @@
     } while (0)
 
 /* CPU_CLONE(name, params, args): name##_any, a static function whose body is the always-inline
- * name##_body, compiled twice on x86-64 (baseline SSE2 and AVX2) and picked at run time. Neither
- * copy may use FMA (ISO C mode does not contract), so both give the same floats: the AVX2 copy
- * only runs the same vectorised loops on wider registers. */
+ * name##_body, compiled three times on x86-64 (baseline SSE2, AVX2 and AVX-512F) and picked at run
+ * time. No copy may use FMA (ISO C mode does not contract), so all give the same floats: the wider
+ * copies only run the same vectorised loops on wider registers. */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define CPU_CLONE(name, params, args)                                                 \
-    static void name##_base params { name##_body args; }                              \
+#define CPU_CLONE(name, params, args)                                                    \
+    static void name##_base params { name##_body args; }                                 \
     __attribute__((target("avx2"))) static void name##_avx2 params { name##_body args; } \
-    static void name##_any params {                                                   \
-        if (__builtin_cpu_supports("avx2"))                                           \
-            name##_avx2 args;                                                         \
-        else                                                                          \
-            name##_base args;                                                         \
+    __attribute__((target("avx512f"))) static void name##_avx512 params {                \
+        name##_body args;                                                                \
+    }                                                                                    \
+    static void name##_any params {                                                      \
+        if (__builtin_cpu_supports("avx512f"))                                           \
+            name##_avx512 args;                                                          \
+        else if (__builtin_cpu_supports("avx2"))                                         \
+            name##_avx2 args;                                                            \
+        else                                                                             \
+            name##_base args;                                                            \
     }
 #else
 #define CPU_CLONE(name, params, args) \
@@ -52,6 +57,32 @@
 
 /* Double accumulators in independent lanes: vectorisable, and a shorter rounding chain. */
 enum { LANES = 8 };
+
+/* LANES doubles or floats as one value (GCC vector extensions: registers on every target, split
+ * where the target's are narrower); elementwise arithmetic on them rounds as the scalar code. */
+typedef double cpu_vd __attribute__((vector_size(LANES * sizeof(double))));
+typedef float cpu_vf __attribute__((vector_size(LANES * sizeof(float))));
+typedef long long cpu_vl __attribute__((vector_size(LANES * sizeof(long long))));
+
+/* t[l][i] = x[i][l]: an 8 x 8 transpose in three rounds of shuffles (no arithmetic) */
+#define CPU_SHUF(a, b, ...) __builtin_shuffle((a), (b), (cpu_vl){__VA_ARGS__})
+CPU_INLINE void cpu_transpose8(const cpu_vd x[LANES], cpu_vd t[LANES]) {
+    cpu_vd a[LANES], c[LANES];
+    for (int i = 0; i < LANES; i += 2) {
+        a[i] = CPU_SHUF(x[i], x[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+        a[i + 1] = CPU_SHUF(x[i], x[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+    }
+    for (int i = 0; i < LANES; i += 4)
+        for (int h = 0; h < 2; h++) {
+            c[i + h] = CPU_SHUF(a[i + h], a[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+            c[i + h + 2] = CPU_SHUF(a[i + h], a[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+        }
+    /* c[0..3]: elements 0|4, 1|5, 2|6, 3|7 of rows 0-3; c[4..7] the same of rows 4-7 */
+    for (int l = 0; l < 4; l++) {
+        t[l] = CPU_SHUF(c[l], c[l + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+        t[l + 4] = CPU_SHUF(c[l], c[l + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    }
+}
 
 #define REQUIRE(cond, ...)                                     \
     do {                                                       \

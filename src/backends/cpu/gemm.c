@@ -1,5 +1,6 @@
-/* GEMMs for the CPU backend: OpenBLAS's cblas_sgemm when available, else a built-in GEMM (also
- * compiled in an OpenBLAS build, for the benchmarks' same-run comparison).
+/* GEMMs for the CPU backend: the built-in GEMM below, or OpenBLAS's cblas_sgemm in an OpenBLAS
+ * build where the built-in one has no vector tile kernels or more than one thread is asked for
+ * (use_builtin).
  *
  * The built-in GEMM is made for the model's small layers (tens to hundreds of rows and columns),
  * where packing both operands BLIS-style costs as much as the multiply: an MR x NR register tile
@@ -345,16 +346,32 @@ dqn_status dqn_gemm_builtin_dytx_ld(const float *dY, const float *X, float *dW, 
 #ifdef DQN_HAVE_OPENBLAS
 #include <cblas.h>
 
-/* set only by the benchmarks, between runs */
-static _Atomic int use_builtin;
+/* Which GEMM takes the calls: -1 the default below, 0 OpenBLAS, 1 the built-in one (set only by
+ * the benchmarks, between runs). */
+static _Atomic int route = -1;
+static _Atomic int threads_asked = 1;
 
-void dqn_cpu_gemm_force_builtin(int on) { use_builtin = on; }
+/* The default: the built-in GEMM wherever it has vector tile kernels (AVX2 or AVX-512) and one
+ * thread is asked for. At the model's shapes it beats OpenBLAS's single thread (docs/
+ * BENCHMARKS.md), it does not hang on OpenBLAS's CPU detection (0.3.21 takes AVX-512 VMs for
+ * Prescott and runs its slowest kernels there), and an OpenBLAS build then computes what a
+ * built-in one does, bit for bit. OpenBLAS keeps the CPUs without AVX2 and the threaded runs. */
+static int use_builtin(void) {
+    int r = route;
+    if (r >= 0) return r;
+    return threads_asked == 1 && pick_kernels() != &kset_portable;
+}
 
-const char *dqn_cpu_gemm_name(void) { return "openblas"; }
+void dqn_cpu_gemm_force_builtin(int on) { route = on != 0; }
+
+int dqn_cpu_have_openblas(void) { return 1; }
+
+const char *dqn_cpu_gemm_name(void) { return use_builtin() ? "builtin" : "openblas"; }
 
 dqn_status dqn_cpu_set_threads(int n) {
     if (n < 1) return DQN_ERR(DQN_ERR_ARG, "threads = %d, must be >= 1", n);
     openblas_set_num_threads(n);
+    threads_asked = n;
     return DQN_OK;
 }
 
@@ -362,7 +379,7 @@ int dqn_cpu_threads(void) { return openblas_get_num_threads(); }
 
 dqn_status dqn_gemm_xwt_ld(const float *X, const float *W, int ldw, const float *b, float *Y, int M,
                            int K, int N) {
-    if (use_builtin) return dqn_gemm_builtin_xwt_ld(X, W, ldw, b, Y, M, K, N);
+    if (use_builtin()) return dqn_gemm_builtin_xwt_ld(X, W, ldw, b, Y, M, K, N);
     if (b)
         for (int i = 0; i < M; i++) memcpy(Y + (size_t)i * N, b, (size_t)N * sizeof *b);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, X, K, W, ldw,
@@ -372,14 +389,14 @@ dqn_status dqn_gemm_xwt_ld(const float *X, const float *W, int ldw, const float 
 
 int dqn_gemm_xwt_relu(const float *X, const float *W, int ldw, const float *b, float *Y, int M,
                       int K, int N, dqn_status *st) {
-    if (!use_builtin) return 0;
+    if (!use_builtin()) return 0;
     *st = dqn_gemm_builtin_xwt_relu(X, W, ldw, b, Y, M, K, N);
     return 1;
 }
 
 dqn_status dqn_gemm_dyw_ld(const float *dY, const float *W, int ldw, float *dX, int acc, int M,
                            int K, int N) {
-    if (use_builtin) return dqn_gemm_builtin_dyw_ld(dY, W, ldw, dX, acc, M, K, N);
+    if (use_builtin()) return dqn_gemm_builtin_dyw_ld(dY, W, ldw, dX, acc, M, K, N);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dY, N, W, ldw,
                 acc ? 1.0f : 0.0f, dX, K);
     return DQN_OK;
@@ -387,7 +404,7 @@ dqn_status dqn_gemm_dyw_ld(const float *dY, const float *W, int ldw, float *dX, 
 
 dqn_status dqn_gemm_dytx_ld(const float *dY, const float *X, float *dW, int ldw, int M, int K,
                             int N) {
-    if (use_builtin) return dqn_gemm_builtin_dytx_ld(dY, X, dW, ldw, M, K, N);
+    if (use_builtin()) return dqn_gemm_builtin_dytx_ld(dY, X, dW, ldw, M, K, N);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dY, N, X, K, 0.0f, dW, ldw);
     return DQN_OK;
 }
@@ -395,6 +412,8 @@ dqn_status dqn_gemm_dytx_ld(const float *dY, const float *X, float *dW, int ldw,
 #else /* built-in GEMM */
 
 void dqn_cpu_gemm_force_builtin(int on) { (void)on; }
+
+int dqn_cpu_have_openblas(void) { return 0; }
 
 const char *dqn_cpu_gemm_name(void) { return "builtin"; }
 

@@ -1,5 +1,6 @@
-/* The three GEMMs of a linear layer with W [N, K] (row-major): OpenBLAS when built with
- * DQN_HAVE_OPENBLAS, else the built-in GEMM (gemm.c). Sizes must be positive. */
+/* The three GEMMs of a linear layer with W [N, K] (row-major): the built-in GEMM, or OpenBLAS in
+ * a DQN_HAVE_OPENBLAS build on a CPU without AVX2 or at more than one thread (gemm.c). Sizes must
+ * be positive. */
 #ifndef DQN_CPU_GEMM_H
 #define DQN_CPU_GEMM_H
 #include "dqn.h"
@@ -39,7 +40,8 @@ dqn_status dqn_gemm_builtin_dytx_ld(const float *dY, const float *X, float *dW, 
 const char *dqn_gemm_builtin_isa(void);
 
 /* For benchmarks only, called while no GEMM runs: route an OpenBLAS build's GEMMs to the built-in
- * one (on != 0; a no-op in a built-in build), and make the built-in GEMM use the tile kernels
+ * one (on != 0) or to OpenBLAS (on == 0), whatever the CPU and threads (a no-op in a built-in
+ * build), and make the built-in GEMM use the tile kernels
  * named ("auto", "portable", "avx2", "avx512"; returns 0 where this CPU lacks them). */
 void dqn_cpu_gemm_force_builtin(int on);
 int dqn_gemm_builtin_force_isa(const char *isa);
