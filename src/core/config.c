@@ -90,6 +90,11 @@ static const cfg_row rows[] = {
     CFG_INT(num_envs, 1, 4096, "1", "envs stepped together (vectorised)"),
     CFG_INT(log_interval, 1, INT_MAX, "1000", "env steps between metrics rows"),
     CFG_INT(eval_episodes, 1, 100000, "20", "greedy episodes of the final evaluation"),
+    CFG_INT(eval_interval, 0, INT_MAX, "0",
+            "env steps between periodic greedy evaluations on eval envs of their own; the best "
+            "mean's checkpoint is kept as best.bin; 0 = off"),
+    CFG_INT(eval_interval_episodes, 1, 100000, "10",
+            "greedy episodes of each periodic evaluation (stepped together)"),
     CFG_INT(checkpoint_interval, 0, INT_MAX, "0", "env steps between checkpoints; 0 = at the end"),
     CFG_BOOL(save_replay, "false", "include the replay buffer in checkpoints"),
     CFG_INT(threads, 1, 256, "1", "BLAS threads on the cpu backend"),
