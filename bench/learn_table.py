@@ -83,7 +83,7 @@ def train(args, env, replay, seed, has_replay_key):
     os.makedirs(args.runs, exist_ok=True)
     cmd = [args.dqn, "train", "--env", env, "--seed", str(seed), "--eval-episodes",
            str(args.eval_episodes), "--run-dir", d, "--device", args.device]
-    if has_replay_key:
+    if has_replay_key and replay != "preset":
         cmd += ["--replay", replay]
     if args.steps:
         cmd += ["--steps", str(args.steps)]
@@ -350,7 +350,8 @@ def svg(res, envs, modes, seeds):
         c = COLORS[i % len(COLORS)]
         parts.append(f'<rect x="{lx}" y="{ly - 8}" width="14" height="8" fill="{c}" '
                      f'fill-opacity="0.35" stroke="{c}"/>')
-        parts.append(f'<text x="{lx + 18}" y="{ly}">{m} replay: mean ± std over {len(seeds)} '
+        label = "the presets" if m == "preset" else f"{m} replay"
+        parts.append(f'<text x="{lx + 18}" y="{ly}">{label}: mean ± std over {len(seeds)} '
                      f'seeds</text>')
         lx += 250
     parts.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" y2="{ly - 4}" stroke="#888" '
@@ -366,7 +367,8 @@ def main():
     ap.add_argument("--envs", default="cartpole,acrobot,mountaincar")
     ap.add_argument("--seeds", default="9001-9005", help="e.g. 9001-9005 or 1,2,3")
     ap.add_argument("--replay", default=None,
-                    help="comma-separated replay modes; default: every mode the binary lists")
+                    help="comma-separated replay modes (preset: each env's own, no --replay "
+                         "flag); default: every mode the binary lists")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--runs", default="runs/learn_table", help="directory of the run dirs")
     ap.add_argument("--eval-episodes", type=int, default=100)
@@ -393,7 +395,7 @@ def main():
     else:
         supported, has_key = supported_replay_modes(args.dqn)
         modes = args.replay.split(",") if args.replay else supported
-        bad = [m for m in modes if m not in supported]
+        bad = [m for m in modes if m not in supported and m != "preset"]
         if bad:
             sys.exit(f"{args.dqn} has no replay mode {', '.join(bad)} (it has: "
                      f"{', '.join(supported)})")

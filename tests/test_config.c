@@ -541,17 +541,19 @@ static void test_presets(void) {
     CHECK_OK(dqn_config_preset(&c, "cartpole"));
     CHECK(strcmp(c.env, "cartpole") == 0 && c.steps == 50000 && c.n_tau == 8 &&
               c.batch_size == 64 && c.train_freq == 256 && c.updates_per_round == 128 &&
-              c.lr == 2.3e-3 && c.target_period == 128 && c.d == def.d,
+              c.lr == 2.3e-3 && c.tau_target == 0.01 && c.d == def.d,
           "cartpole preset");
     CHECK_OK(dqn_config_preset(&c, "acrobot"));
     CHECK(strcmp(c.env, "acrobot") == 0 && c.gamma == 0.99 && c.steps == 100000 && c.n_step == 1 &&
-              c.grn_blocks == 0 && c.lr == 6.3e-4 && c.target_period == 100, "acrobot preset");
+              c.grn_blocks == 0 && c.lr == 6.3e-4 && c.tau_target == 0.005,
+          "acrobot preset");
     CHECK_OK(dqn_config_validate(&c));
     /* a preset starts from the defaults, whatever c held */
     CHECK_OK(dqn_config_set(&c, "d", "7"));
     CHECK_OK(dqn_config_preset(&c, "mountaincar"));
     CHECK(strcmp(c.env, "mountaincar") == 0 && c.steps == 120000 && c.n_step == 3 &&
-              c.lr == 5e-4 && c.eps_fraction == 0.1 && c.d == 64, "mountaincar preset");
+              c.lr == 5e-4 && c.eps_fraction == 0.1 && c.d == 64 &&
+              strcmp(c.replay, "prioritized") == 0, "mountaincar preset");
     CHECK_OK(dqn_config_validate(&c));
     CHECK_OK(dqn_config_preset(&c, "market"));
     CHECK(strcmp(c.env, "market") == 0 && c.gamma == 0.5 && c.n_step == 1 && c.num_envs == 4 &&

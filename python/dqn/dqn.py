@@ -694,6 +694,7 @@ class DQN:
             done = int(self._t().stats().env_steps)
             self._eval_base = done
             self._eval_due = (done // self._eval_every + 1) * self._eval_every - done
+            self._eval_envs(int(cfg["eval_interval_episodes"]))   # a bad env id fails here
 
     def _eval_envs(self, n: int) -> List[Any]:
         envs = getattr(self, "_eval_env_list", None)
