@@ -2,9 +2,12 @@
 """Learning table: each env's preset trained on several seeds, the FINAL policy evaluated.
 
 For every env x replay mode x seed it runs `dqn train --env E --seed S --eval-episodes 100`
-(the preset's own step budget), in parallel, then writes
-  - a markdown table: mean +- std over the seeds of the final greedy return (each seed's figure
-    is the mean of its evaluation episodes), beside the reference numbers;
+(the preset's own step budget), in parallel, with periodic evaluations (--eval-interval, 10
+episodes each) that keep best.bin, then `dqn eval --checkpoint best.bin --episodes 100` on the
+final evaluation's episodes, and writes
+  - a markdown table: mean +- std over the seeds of the final policy's greedy return (each
+    seed's figure is the mean of its evaluation episodes) and of best.bin's, beside the
+    reference numbers;
   - an SVG of the learning curves: per env one panel, per replay mode the mean over seeds of the
     training return (metrics.csv's mean_return: the last 100 training episodes, exploration on)
     against env steps, with a band of +- one std over the seeds.
@@ -71,27 +74,62 @@ def run_dir(root, env, replay, seed):
 def train(args, env, replay, seed, has_replay_key):
     d = run_dir(args.runs, env, replay, seed)
     ev = os.path.join(d, "eval.json")
-    if os.path.exists(ev) and not args.force:
+    done = os.path.exists(ev) and (not args.eval_interval or
+                                   os.path.exists(os.path.join(d, "best_eval.json")))
+    if done and not args.force:
         return env, replay, seed, "reused"
     if os.path.exists(d):
         shutil.rmtree(d)
     os.makedirs(args.runs, exist_ok=True)
     cmd = [args.dqn, "train", "--env", env, "--seed", str(seed), "--eval-episodes",
            str(args.eval_episodes), "--run-dir", d, "--device", args.device]
-    if has_replay_key:
+    if has_replay_key and replay != "preset":
         cmd += ["--replay", replay]
     if args.steps:
         cmd += ["--steps", str(args.steps)]
+    if args.eval_interval:
+        cmd += ["--eval-interval", str(args.eval_interval), "--eval-interval-episodes",
+                str(args.eval_interval_episodes)]
     cmd += args.extra
     t0 = time.time()
     with open(d + ".log", "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+        best = os.path.join(d, "best.bin")
+        if rc == 0 and args.eval_interval and os.path.exists(best):
+            # the same episodes as the final evaluation (dqn eval's default seed)
+            p = subprocess.run([args.dqn, "eval", "--checkpoint", best, "--episodes",
+                                str(args.eval_episodes), "--device", args.device],
+                               capture_output=True, text=True)
+            log.write(p.stdout + p.stderr)
+            m = re.search(r"mean return (\S+), std (\S+)", p.stdout)
+            if p.returncode == 0 and m:
+                with open(os.path.join(d, "best_eval.json"), "w") as f:
+                    json.dump({"mean_return": float(m.group(1)), "std_return": float(m.group(2)),
+                               "episodes": args.eval_episodes, "best_step": best_step(d)}, f)
     return env, replay, seed, f"rc {rc}, {time.time() - t0:.0f} s"
+
+
+def best_step(d):
+    """The env step of best.bin (evaluations.csv's last best_step), or None."""
+    try:
+        with open(os.path.join(d, "evaluations.csv")) as f:
+            rows = list(csv.DictReader(f))
+        return int(rows[-1]["best_step"]) if rows else None
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def read_eval(d):
     try:
         with open(os.path.join(d, "eval.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_best(d):
+    try:
+        with open(os.path.join(d, "best_eval.json")) as f:
             return json.load(f)
     except (OSError, ValueError):
         return None
@@ -136,7 +174,7 @@ def collect(args, envs, modes, seeds):
     res = {}
     for env in envs:
         for mode in modes:
-            r = {"finals": [], "steps": None, "curves": [], "missing": []}
+            r = {"finals": [], "steps": None, "curves": [], "missing": [], "best": []}
             for seed in seeds:
                 d = run_dir(args.runs, env, mode, seed)
                 e = read_eval(d)
@@ -147,6 +185,9 @@ def collect(args, envs, modes, seeds):
                 r.setdefault("episodes", set()).add(int(e.get("episodes", 0)))
                 r["steps"] = r["steps"] or read_steps(d) or e.get("env_steps")
                 r["curves"].append(read_curve(d))
+                b = read_best(d)
+                if b is not None:
+                    r["best"].append((seed, float(b["mean_return"]), b.get("best_step")))
             res[env, mode] = r
     return res
 
@@ -156,7 +197,9 @@ def fmt(m, s):
 
 
 def table(res, envs, modes, seeds):
-    cols = list(modes)
+    with_best = [m for m in modes if any(res[e, m]["best"] for e in envs)]
+    cols = [c for m in modes for c in ([f"{m} final", f"{m} best.bin"] if m in with_best
+                                       else [f"{m} final"])]
     out = ["| env | steps | " + " | ".join(cols) + " | RL-Zoo QR-DQN | CleanRL dqn.py @ 500k |",
            "|---|---|" + "---|" * len(cols) + "---|---|"]
     for env in envs:
@@ -170,6 +213,12 @@ def table(res, envs, modes, seeds):
             if r["finals"] and len(r["finals"]) < len(seeds):
                 cell += f" ({len(r['finals'])} of {len(seeds)} seeds)"
             cells.append(cell)
+            if m in with_best:
+                bm, bs = mean_std([x[1] for x in r["best"]])
+                cell = fmt(bm, bs)
+                if len(r["best"]) < len(seeds):
+                    cell += f" ({len(r['best'])} of {len(seeds)} seeds)"
+                cells.append(cell)
         zoo = "—" if math.isnan(zm) else f"{zm:.1f} ± {zs:.1f} @ {zsteps // 1000}k"
         out.append(f"| {title} | {steps:,} | " if steps else f"| {title} | — | ")
         out[-1] += " | ".join(cells) + f" | {zoo} | " + ("—" if math.isnan(clean) else f"{clean:.1f}") + " |"
@@ -177,17 +226,23 @@ def table(res, envs, modes, seeds):
     span = (f"{seeds[0]}..{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1))
             else ", ".join(map(str, seeds)))
     out.append("")
-    out.append(f"Final policy, greedy, {' or '.join(map(str, eps)) or '?'} episodes per seed; "
-               f"mean ± sample std over the seeds' means; seeds {span}.")
+    out.append(f"Greedy, {' or '.join(map(str, eps)) or '?'} episodes per seed; "
+               f"mean ± sample std over the seeds' means; seeds {span}. final: the policy at "
+               f"the end of the run (checkpoint.bin); best.bin: the checkpoint of the best "
+               f"periodic evaluation, evaluated on the same episodes as the final policy.")
     out.append("")
-    out.append("Per seed (final greedy mean; wall clock of the run):")
+    out.append("Per seed (final greedy mean; best.bin's and its env step; wall clock of the "
+               "run, periodic evaluations included):")
     out.append("")
     for env in envs:
         for m in modes:
             r = res[env, m]
             if not r["finals"]:
                 continue
-            per = ", ".join(f"{s}: {v:.1f}" for s, v, _ in r["finals"])
+            best = {s: (v, at) for s, v, at in r["best"]}
+            per = ", ".join(f"{s}: {v:.1f}" + (f" (best.bin {best[s][0]:.1f} @ {best[s][1]})"
+                                                if s in best else "")
+                            for s, v, _ in r["finals"])
             wall = statistics.mean(w for _, _, w in r["finals"])
             out.append(f"- {ENVS.get(env, (env,))[0]}, {m}: {per}; {wall:.0f} s a run")
     return "\n".join(out) + "\n"
@@ -295,7 +350,8 @@ def svg(res, envs, modes, seeds):
         c = COLORS[i % len(COLORS)]
         parts.append(f'<rect x="{lx}" y="{ly - 8}" width="14" height="8" fill="{c}" '
                      f'fill-opacity="0.35" stroke="{c}"/>')
-        parts.append(f'<text x="{lx + 18}" y="{ly}">{m} replay: mean ± std over {len(seeds)} '
+        label = "the presets" if m == "preset" else f"{m} replay"
+        parts.append(f'<text x="{lx + 18}" y="{ly}">{label}: mean ± std over {len(seeds)} '
                      f'seeds</text>')
         lx += 250
     parts.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" y2="{ly - 4}" stroke="#888" '
@@ -311,11 +367,15 @@ def main():
     ap.add_argument("--envs", default="cartpole,acrobot,mountaincar")
     ap.add_argument("--seeds", default="9001-9005", help="e.g. 9001-9005 or 1,2,3")
     ap.add_argument("--replay", default=None,
-                    help="comma-separated replay modes; default: every mode the binary lists")
+                    help="comma-separated replay modes (preset: each env's own, no --replay "
+                         "flag); default: every mode the binary lists")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--runs", default="runs/learn_table", help="directory of the run dirs")
     ap.add_argument("--eval-episodes", type=int, default=100)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--eval-interval", type=int, default=5000,
+                    help="env steps between periodic evaluations (best.bin); 0 = none")
+    ap.add_argument("--eval-interval-episodes", type=int, default=10)
     ap.add_argument("--steps", type=int, default=0, help="override the presets' budgets")
     ap.add_argument("--table", default=None, help="also write the markdown table to this file")
     ap.add_argument("--svg", default=None, help="write the learning curves here")
@@ -335,7 +395,7 @@ def main():
     else:
         supported, has_key = supported_replay_modes(args.dqn)
         modes = args.replay.split(",") if args.replay else supported
-        bad = [m for m in modes if m not in supported]
+        bad = [m for m in modes if m not in supported and m != "preset"]
         if bad:
             sys.exit(f"{args.dqn} has no replay mode {', '.join(bad)} (it has: "
                      f"{', '.join(supported)})")

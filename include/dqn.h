@@ -52,6 +52,8 @@ typedef struct {
     int num_envs;
     int log_interval;               /* env steps between metrics rows */
     int eval_episodes;
+    int eval_interval;              /* env steps between periodic evaluations, 0 = off */
+    int eval_interval_episodes;     /* greedy episodes of each periodic evaluation */
     int checkpoint_interval;        /* env steps between checkpoints, 0 = only at the end */
     int save_replay;                /* include the replay buffer in checkpoints */
     int threads;                    /* BLAS threads on the CPU backend */
@@ -248,6 +250,19 @@ int dqn_trainer_branches(const dqn_trainer *t, int *sizes);
  * DQN_ERR_ARG on a host-driven trainer (it has no env to run). */
 dqn_status dqn_trainer_evaluate(dqn_trainer *t, int episodes, uint64_t seed, double *mean,
                                 double *std, double *returns_out);
+/* Periodic evaluation: eval_interval_episodes greedy episodes (midpoint taus) on eval envs of
+ * their own, stepped together, seeded apart from training's streams and from the final
+ * evaluation's episodes (training goes on bit-identically). The mean is noted as with
+ * dqn_trainer_eval_note; when it beats the best so far and best_path is non-NULL, the trainer is
+ * saved there (dqn_trainer_save). DQN_ERR_ARG on a host-driven trainer. */
+dqn_status dqn_trainer_eval_periodic(dqn_trainer *t, const char *best_path, double *mean,
+                                     double *std, int *improved);
+/* Note an evaluation's mean at the current env step: *improved = 1 when it beats the best so
+ * far (the first one always does), which becomes the best. The best is part of the trainer's
+ * state (checkpoints keep it). A non-finite mean is DQN_ERR_ARG. */
+dqn_status dqn_trainer_eval_note(dqn_trainer *t, double mean, int *improved);
+/* The best noted mean and its env step; NAN and -1 before the first. */
+void dqn_trainer_eval_best(const dqn_trainer *t, double *mean, int64_t *env_steps);
 /* Losses of every update so far are appended here when non-NULL (tests of resume use it). */
 void dqn_trainer_record_losses(dqn_trainer *t, double *buf, size_t cap, size_t *count);
 

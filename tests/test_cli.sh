@@ -37,6 +37,8 @@ expect_bad '--gamma' train --gamma=1.5 --run-dir rbad
 expect_bad '--lr' train --lr abc --run-dir rbad
 expect_bad '--steps' train --steps 1.5 --run-dir rbad
 expect_bad '--save-replay' train --save-replay yes --run-dir rbad
+expect_bad '--eval-interval' train --eval-interval -5 --run-dir rbad
+expect_bad '--eval-interval-episodes' train --eval-interval-episodes 0 --run-dir rbad
 expect_bad '--env' train --env pong --run-dir rbad
 expect_bad '--health' train --health on --run-dir rbad
 expect_bad '--branches' train --branches 3,5,5 --run-dir rbad
@@ -128,6 +130,33 @@ ok "--config r1/config.txt reproduces the config"
 [ "$(json r1/eval.json 'e["returns"]')" = "$(json r2/eval.json 'e["returns"]')" ] \
   || fail "same config, different evaluation returns"
 ok "... and the run: identical metrics (but timing) and evaluation"
+
+# ---- periodic evaluations: evaluations.csv and best.bin, training unchanged
+expect_ok train "${TINY[@]}" --eval-interval 200 --eval-interval-episodes 2 --run-dir r5
+cp out.txt r5.out
+[ -s r5/best.bin ] && [ -s r5/checkpoint.bin ] || fail "r5 lacks best.bin: $(ls r5)"
+[ "$(head -n 1 r5/evaluations.csv)" = 'step,mean,std,best,best_step' ] \
+  && [ "$(tail -n +2 r5/evaluations.csv | cut -d, -f1 | tr '\n' ' ')" = '200 400 600 ' ] \
+  || fail "evaluations.csv: $(cat r5/evaluations.csv)"
+"$PY" - r5/evaluations.csv <<'EOF' || fail "evaluations.csv best column: $(cat r5/evaluations.csv)"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+best, at = None, None
+for r in rows:
+    if best is None or float(r["mean"]) > best:
+        best, at = float(r["mean"]), r["step"]
+    assert float(r["best"]) == best and r["best_step"] == at, r
+EOF
+best_step=$(tail -n 1 r5/evaluations.csv | cut -d, -f5)
+grep -q "best periodic evaluation: .* at env step $best_step, saved as r5/best.bin" r5.out \
+  || fail "no best line: $(cat r5.out)"
+[ "$(cut -d, -f1,4- r1/metrics.csv)" = "$(cut -d, -f1,4- r5/metrics.csv)" ] \
+  && [ "$(json r1/eval.json 'e["returns"]')" = "$(json r5/eval.json 'e["returns"]')" ] \
+  || fail "periodic evaluations changed training: $(diff r1/metrics.csv r5/metrics.csv)"
+ok "--eval-interval: evaluations.csv, best.bin (best at step $best_step), training as without"
+expect_ok eval --checkpoint r5/best.bin --episodes 2
+grep -q 'mean return' out.txt || fail "dqn eval best.bin: $(cat out.txt)"
+ok "dqn eval --checkpoint best.bin"
 
 # ---- dqn eval
 expect_ok eval --checkpoint r1/checkpoint.bin

@@ -30,6 +30,8 @@ static const struct {
     {FIELD(num_envs), "8"},
     {FIELD(log_interval), "250"},
     {FIELD(eval_episodes), "7"},
+    {FIELD(eval_interval), "2500"},
+    {FIELD(eval_interval_episodes), "12"},
     {FIELD(checkpoint_interval), "5000"},
     {FIELD(save_replay), "true"},
     {FIELD(threads), "4"},
@@ -168,6 +170,7 @@ static void test_typed_values(void) {
           "device defaults");
     CHECK(c.num_envs == 1 && c.log_interval == 1000 && c.eval_episodes == 20, "run defaults 2");
     CHECK(c.checkpoint_interval == 0 && c.save_replay == 0 && c.threads == 1, "run defaults 3");
+    CHECK(c.eval_interval == 0 && c.eval_interval_episodes == 10, "periodic evaluation is off");
     CHECK(c.d == 64 && c.grn_blocks == 1 && c.n_cos == 64 && c.bottleneck == 0, "model defaults");
     CHECK(c.head_hidden == 64 && c.branches[0] == 0 && c.n_tau == 32 && c.n_tau_target == 32 &&
               c.k_tau == 32, "model defaults 2");
@@ -247,6 +250,10 @@ static void test_set_errors(void) {
 
     /* integers */
     expect_bad("batch_size", "abc", "expected an integer in [1, 65536]");
+    expect_bad("eval_interval", "-1", "expected an integer in [0, 2147483647]");
+    expect_bad("eval_interval", "1k", "\"1k\"");
+    expect_bad("eval_interval_episodes", "0", "expected an integer in [1, 100000]");
+    expect_bad("eval-interval-episodes", "100001", "expected an integer in [1, 100000]");
     expect_bad("batch_size", "", "\"\"");
     expect_bad("batch_size", "12x", "\"12x\"");
     expect_bad("batch_size", " 12", "\" 12\"");
@@ -534,17 +541,19 @@ static void test_presets(void) {
     CHECK_OK(dqn_config_preset(&c, "cartpole"));
     CHECK(strcmp(c.env, "cartpole") == 0 && c.steps == 50000 && c.n_tau == 8 &&
               c.batch_size == 64 && c.train_freq == 256 && c.updates_per_round == 128 &&
-              c.lr == 2.3e-3 && c.target_period == 128 && c.d == def.d,
+              c.lr == 2.3e-3 && c.tau_target == 0.01 && c.d == def.d,
           "cartpole preset");
     CHECK_OK(dqn_config_preset(&c, "acrobot"));
     CHECK(strcmp(c.env, "acrobot") == 0 && c.gamma == 0.99 && c.steps == 100000 && c.n_step == 1 &&
-              c.grn_blocks == 0 && c.lr == 6.3e-4 && c.target_period == 100, "acrobot preset");
+              c.grn_blocks == 0 && c.lr == 6.3e-4 && c.tau_target == 0.005,
+          "acrobot preset");
     CHECK_OK(dqn_config_validate(&c));
     /* a preset starts from the defaults, whatever c held */
     CHECK_OK(dqn_config_set(&c, "d", "7"));
     CHECK_OK(dqn_config_preset(&c, "mountaincar"));
     CHECK(strcmp(c.env, "mountaincar") == 0 && c.steps == 120000 && c.n_step == 3 &&
-              c.lr == 5e-4 && c.eps_fraction == 0.1 && c.d == 64, "mountaincar preset");
+              c.lr == 5e-4 && c.eps_fraction == 0.1 && c.d == 64 &&
+              strcmp(c.replay, "prioritized") == 0, "mountaincar preset");
     CHECK_OK(dqn_config_validate(&c));
     CHECK_OK(dqn_config_preset(&c, "market"));
     CHECK(strcmp(c.env, "market") == 0 && c.gamma == 0.5 && c.n_step == 1 && c.num_envs == 4 &&

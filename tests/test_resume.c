@@ -1,6 +1,7 @@
 /* Training N steps, saving, loading and continuing gives bit-for-bit the same loss sequence on
  * the CPU as training without the stop (replay buffer saved in the checkpoint, with its
- * priorities when prioritised). */
+ * priorities when prioritised), and with periodic evaluations the same best evaluation. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,18 +25,41 @@ static void small_config(dqn_config *c, const char *env) {
     snprintf(c->device, sizeof c->device, "cpu");
 }
 
-static void run_case(const char *env, double tau_target, const char *replay) {
+/* Train to env step `to`, with a periodic evaluation at each multiple of c->eval_interval. */
+static void advance(dqn_trainer *t, int64_t to) {
+    const dqn_config *c = dqn_trainer_config(t);
+    dqn_train_stats st;
+    dqn_trainer_stats(t, &st);
+    int64_t every = c->eval_interval;
+    while (st.env_steps < to) {
+        int64_t next = every ? (st.env_steps / every + 1) * every : to;
+        CHECK_OK(dqn_trainer_run_until(t, next < to ? next : to));
+        dqn_trainer_stats(t, &st);
+        if (every && st.env_steps % every == 0) {
+            double m, sd;
+            int improved;
+            CHECK_OK(dqn_trainer_eval_periodic(t, NULL, &m, &sd, &improved));
+        }
+    }
+}
+
+static void run_case(const char *env, double tau_target, const char *replay, int eval_interval) {
     static double full[CAP], part[CAP];
     size_t n_full = 0, n_part = 0;
     dqn_config c;
     small_config(&c, env);
     c.tau_target = tau_target;
     snprintf(c.replay, sizeof c.replay, "%s", replay);
+    c.eval_interval = eval_interval;
+    c.eval_interval_episodes = 2;
     dqn_trainer *t = NULL;
     CHECK_OK(dqn_trainer_create(&c, &t));
     if (!t) return;
     dqn_trainer_record_losses(t, full, CAP, &n_full);
-    CHECK_OK(dqn_trainer_run_until(t, TOTAL));
+    advance(t, TOTAL);
+    double best_full, best_part, at_save, at_load;
+    int64_t step_full, step_part, s_save, s_load;
+    dqn_trainer_eval_best(t, &best_full, &step_full);
     dqn_trainer_destroy(t);
 
     char path[] = "/tmp/dqn-resume-XXXXXX";
@@ -44,7 +68,8 @@ static void run_case(const char *env, double tau_target, const char *replay) {
     close(fd);
     CHECK_OK(dqn_trainer_create(&c, &t));
     dqn_trainer_record_losses(t, part, CAP, &n_part);
-    CHECK_OK(dqn_trainer_run_until(t, STOP));
+    advance(t, STOP);
+    dqn_trainer_eval_best(t, &at_save, &s_save);
     dqn_train_stats saved, loaded;
     dqn_trainer_stats(t, &saved);
     CHECK_OK(dqn_trainer_save(t, path));
@@ -61,7 +86,9 @@ static void run_case(const char *env, double tau_target, const char *replay) {
           "%s: loss %.9g, norm %.9g after the resume; %.9g, %.9g when saved", env,
           loaded.last_loss, loaded.grad_norm, saved.last_loss, saved.grad_norm);
     dqn_trainer_record_losses(t, part, CAP, &n_part);
-    CHECK_OK(dqn_trainer_run_until(t, TOTAL));
+    dqn_trainer_eval_best(t, &at_load, &s_load);
+    advance(t, TOTAL);
+    dqn_trainer_eval_best(t, &best_part, &step_part);
     dqn_train_stats st;
     dqn_trainer_stats(t, &st);
     dqn_trainer_destroy(t);
@@ -72,6 +99,16 @@ static void run_case(const char *env, double tau_target, const char *replay) {
     CHECK(n_full > 100, "%s: only %zu updates", env, n_full);
     CHECK(n_full == n_part, "%s: %zu vs %zu updates", env, n_full, n_part);
     CHECK(st.env_steps == TOTAL, "%s: resumed run ended at %lld", env, (long long)st.env_steps);
+    if (eval_interval) {
+        printf("  best evaluation %g at step %lld (at the stop: %g at %lld)\n", best_full,
+               (long long)step_full, at_save, (long long)s_save);
+        CHECK(s_save > 0 && (at_load == at_save || (isnan(at_load) && isnan(at_save))) &&
+                  s_load == s_save, "%s: best %g at %lld saved, %g at %lld loaded", env, at_save,
+              (long long)s_save, at_load, (long long)s_load);
+        CHECK(best_part == best_full && step_part == step_full, "%s: best %g at %lld resumed, "
+              "%g at %lld uninterrupted", env, best_part, (long long)step_part, best_full,
+              (long long)step_full);
+    }
     size_t first = n_full;
     for (size_t i = 0; i < n_full && i < n_part; i++)
         if (memcmp(&full[i], &part[i], sizeof full[i]) != 0) { first = i; break; }
@@ -80,8 +117,9 @@ static void run_case(const char *env, double tau_target, const char *replay) {
 }
 
 int main(void) {
-    run_case("cartpole", 0.0, "uniform");
-    run_case("acrobot", 0.01, "uniform");
-    run_case("cartpole", 0.0, "prioritized");
+    run_case("cartpole", 0.0, "uniform", 0);
+    run_case("acrobot", 0.01, "uniform", 0);
+    run_case("cartpole", 0.0, "prioritized", 0);
+    run_case("cartpole", 0.0, "uniform", 500);
     return check_finish("test_resume");
 }

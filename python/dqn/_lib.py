@@ -90,6 +90,9 @@ _SIGNATURES = {
     "dqn_trainer_predict": (_int, [_vp, _vp, _int, _vp]),
     "dqn_trainer_obs_dim": (_int, [_vp]),
     "dqn_trainer_branches": (_int, [_vp, _vp]),
+    "dqn_trainer_eval_note": (_int, [_vp, ctypes.c_double, ctypes.POINTER(_int)]),
+    "dqn_trainer_eval_best": (None, [_vp, ctypes.POINTER(ctypes.c_double),
+                                     ctypes.POINTER(ctypes.c_int64)]),
     "dqn_cuda_device_count": (_int, []),
 }
 

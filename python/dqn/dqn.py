@@ -57,6 +57,9 @@ SB3_ALIASES: Dict[str, str] = {
     "exploration_initial_eps": "eps_start",
     "exploration_final_eps": "eps_end",
     "max_grad_norm": "grad_clip",
+    # EvalCallback's
+    "eval_freq": "eval_interval",
+    "n_eval_episodes": "eval_interval_episodes",
 }
 # Keys that the env's spaces decide.
 _OWNED_KEYS = ("env", "obs_dim", "branches")
@@ -466,6 +469,9 @@ class DQN:
             if getattr(self, "_own_env", False) and self._env is not None:
                 self._env.close()
                 self._own_env = False
+            for e in getattr(self, "_eval_env_list", None) or []:
+                e.close()
+            self._eval_env_list = None
 
     def __del__(self) -> None:
         try:
@@ -510,6 +516,7 @@ class DQN:
             self._fresh = False
             self._ran = 0
             cbs = _Callbacks(callback, self)
+            self._eval_setup()
             every = int(log_interval) if log_interval else max(total // 10, 1)
             progress = _Progress(total, bool(progress_bar))
             try:
@@ -601,6 +608,8 @@ class DQN:
                 if self.verbose >= 1 and ran >= next_log:
                     next_log += every
                     self._log(t0, ran)
+                if ran >= self._eval_due:
+                    self._periodic_eval(ran)
         finally:
             self._last_obs = b["obs"].copy()
 
@@ -669,9 +678,97 @@ class DQN:
                 if self.verbose >= 1 and ran >= next_log:
                     next_log += every
                     self._log(t0, ran)
+                if ran >= self._eval_due:
+                    self._periodic_eval(ran)
         finally:
             self._last_obs = b["obs"].copy()
             self._last_done = prev_done.copy()
+
+    # -- periodic evaluation (config keys eval_interval, eval_interval_episodes) --
+    def _eval_setup(self) -> None:
+        """The next periodic evaluation, in this learn() call's env steps (never when off)."""
+        cfg = self._t().config()
+        self._eval_every = int(cfg.get("eval_interval", "0"))
+        self._eval_due = math.inf
+        if self._eval_every > 0:
+            done = int(self._t().stats().env_steps)
+            self._eval_base = done
+            self._eval_due = (done // self._eval_every + 1) * self._eval_every - done
+            self._eval_envs(int(cfg["eval_interval_episodes"]))   # a bad env id fails here
+
+    def _eval_envs(self, n: int) -> List[Any]:
+        envs = getattr(self, "_eval_env_list", None)
+        if envs is not None and len(envs) == n:
+            return envs
+        try:
+            envs = [gym.make(self.env_id) for _ in range(n)]
+        except Exception as e:
+            raise ValueError(f"eval_interval: the periodic evaluation makes its own envs with "
+                             f"gymnasium.make({self.env_id!r}), which failed: {e}") from None
+        self._eval_env_list = envs
+        return envs
+
+    def _periodic_eval(self, ran: int) -> None:
+        """eval_interval_episodes greedy episodes on envs of their own (fixed seeds apart from
+        training's), stepped together with one batched predict per step; the mean is noted in
+        the trainer (its best is checkpointed) and, when it is the best and run_dir is set,
+        the checkpoint is written to run_dir/best.bin."""
+        t = self._t()
+        cfg = t.config()
+        n = int(cfg["eval_interval_episodes"])
+        envs = self._eval_envs(n)
+        base = (self.seed ^ 0xD1B54A32) & 0x7FFFFFFF
+        obs = np.zeros((n, self.obs_dim), np.float32)
+        for i, e in enumerate(envs):
+            o, _ = e.reset(seed=base + i)
+            obs[i] = np.asarray(o, np.float32).reshape(-1)
+        ret = np.zeros(n)
+        live = np.ones(n, np.bool_)
+        while live.any():
+            idx = np.flatnonzero(live)
+            actions, _ = self.predict(obs[idx].reshape((len(idx),) + self._obs_shape))
+            for k, i in enumerate(idx):
+                o, r, term, trunc, _ = envs[i].step(actions[k])
+                ret[i] += float(r)
+                obs[i] = np.asarray(o, np.float32).reshape(-1)
+                if term or trunc:
+                    live[i] = False
+        mean, std = float(ret.mean()), float(ret.std())
+        improved = ctypes.c_int(0)
+        _lib.check(lib.dqn_trainer_eval_note(t.ptr, mean, ctypes.byref(improved)), "eval_note")
+        steps = int(t.stats().env_steps)
+        best, at = self.get_eval_best()
+        run_dir = cfg.get("run_dir", "")
+        if improved.value and run_dir:
+            os.makedirs(run_dir, exist_ok=True)
+            self.save(os.path.join(run_dir, "best.bin"))
+        self.evaluations.append((steps, mean, std))
+        if run_dir:
+            path = os.path.join(run_dir, "evaluations.csv")
+            new = not os.path.exists(path)
+            with open(path, "a") as f:
+                if new:
+                    f.write("step,mean,std,best,best_step\n")
+                f.write(f"{steps},{mean!r},{std!r},{best!r},{at}\n")
+        if self.verbose >= 1:
+            print(f"eval at {steps} steps: mean {mean:.2f} +- {std:.2f} over {n} episodes "
+                  f"(best {best:.2f} at {at})", flush=True)
+        self._eval_due = ran + max(1, (steps // self._eval_every + 1) * self._eval_every - steps)
+
+    @property
+    def evaluations(self) -> List[Tuple[int, float, float]]:
+        """The periodic evaluations of this model object: (env steps, mean, std) each."""
+        if not hasattr(self, "_evaluations"):
+            self._evaluations: List[Tuple[int, float, float]] = []
+        return self._evaluations
+
+    def get_eval_best(self) -> Tuple[float, int]:
+        """The best periodic evaluation's mean and env step (NaN, -1 before the first); kept in
+        checkpoints, so a loaded model goes on from it."""
+        with self._lock:
+            m, s = ctypes.c_double(), ctypes.c_int64()
+            lib.dqn_trainer_eval_best(self._t().ptr, ctypes.byref(m), ctypes.byref(s))
+            return float(m.value), int(s.value)
 
     def train(self, gradient_steps: int, batch_size: Optional[int] = None) -> None:
         """``gradient_steps`` updates now, off the schedule (the replay must hold a batch).

@@ -78,6 +78,8 @@ int cli_metrics_trim(const char *dir, int64_t env_steps);
 /* One row in every file, each flushed so that a live reader sees it. */
 int cli_metrics_row(cli_metrics *m, const dqn_train_stats *st, double wall_s, double steps_per_s);
 int cli_metrics_close(cli_metrics *m);
+/* evaluations.csv opened for appending (its header written when new); NULL after a message. */
+FILE *cli_open_evaluations(const char *dir);
 int cli_rundir_write_eval(const char *dir, const char *env, int episodes, double mean, double std,
                           const double *returns, int64_t env_steps, double wall_s, uint64_t seed);
 

@@ -139,8 +139,19 @@ static int trim_rows(const char *dir, const char *name, const char *prefix, long
     return rc;
 }
 
+FILE *cli_open_evaluations(const char *dir) {
+    FILE *f = open_append(dir, "evaluations.csv");
+    if (f && ftell(f) == 0 && (fputs("step,mean,std,best,best_step\n", f) < 0 || fflush(f) != 0)) {
+        cli_error(CLI_FAIL, "cannot write %s/evaluations.csv: %s", dir, strerror(errno));
+        fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
 int cli_metrics_trim(const char *dir, int64_t env_steps) {
-    int rc = trim_rows(dir, "metrics.csv", "", (long long)env_steps);
+    int rc = trim_rows(dir, "evaluations.csv", "", (long long)env_steps);
+    if (!rc) rc = trim_rows(dir, "metrics.csv", "", (long long)env_steps);
     return rc ? rc : trim_rows(dir, "metrics.jsonl", "{\"step\": ", (long long)env_steps);
 }
 

@@ -1,5 +1,6 @@
 /* dqn train: a fresh run from a resolved config, or --resume from a checkpoint. Trains in
  * chunks of log_interval env steps; after each, a metrics row and the progress display. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -49,6 +50,12 @@ static void train_help(void) {
         "                  losses/loss, losses/q_values, charts/epsilon, losses/grad_norm; nan\n"
         "                  left out); a new file each run or resume\n"
         "  checkpoint.bin  at the end, every checkpoint_interval env steps, and on Ctrl-C\n"
+        "  evaluations.csv with eval_interval > 0: step,mean,std,best,best_step of each periodic\n"
+        "                  evaluation (eval_interval_episodes greedy episodes on eval envs of\n"
+        "                  their own; training is the same with them or without)\n"
+        "  best.bin        the checkpoint at the best periodic evaluation so far (dqn eval\n"
+        "                  --checkpoint and --resume read it); the final policy stays in\n"
+        "                  checkpoint.bin\n"
         "  eval.json       the final greedy evaluation: eval_episodes episodes, seed derived\n"
         "                  from the run's seed (dqn eval --checkpoint reproduces it)\n"
         "  health_slots.csv, health_isv.csv\n"
@@ -99,9 +106,32 @@ static void print_header(dqn_trainer *t, const dqn_config *c, const char *from, 
     fflush(stdout);
 }
 
-static int64_t min3(int64_t a, int64_t b, int64_t c) {
+static int64_t min4(int64_t a, int64_t b, int64_t c, int64_t d) {
     int64_t m = a < b ? a : b;
-    return m < c ? m : c;
+    m = m < c ? m : c;
+    return m < d ? m : d;
+}
+
+/* A periodic evaluation: a row of evaluations.csv, and best.bin when the mean is the best. */
+static int periodic_eval(dqn_trainer *t, const char *dir, FILE *rows) {
+    char best_path[512];
+    snprintf(best_path, sizeof best_path, "%s/best.bin", dir);
+    double mean, std, best;
+    int improved;
+    int64_t best_step;
+    dqn_status s = dqn_trainer_eval_periodic(t, best_path, &mean, &std, &improved);
+    if (s != DQN_OK) return cli_error(CLI_FAIL, "periodic evaluation failed: %s", dqn_last_error());
+    dqn_trainer_eval_best(t, &best, &best_step);
+    dqn_train_stats st;
+    dqn_trainer_stats(t, &st);
+    char m[32], d[32], b[32];
+    cli_fmt_double(m, sizeof m, mean, 0);
+    cli_fmt_double(d, sizeof d, std, 0);
+    cli_fmt_double(b, sizeof b, best, 0);
+    if (fprintf(rows, "%lld,%s,%s,%s,%lld\n", (long long)st.env_steps, m, d, b,
+                (long long)best_step) < 0 || fflush(rows) != 0)
+        return cli_error(CLI_FAIL, "cannot write %s/evaluations.csv: %s", dir, strerror(errno));
+    return CLI_OK;
 }
 
 static int final_eval(dqn_trainer *t, const dqn_config *c, double wall_s) {
@@ -148,6 +178,14 @@ static int run(dqn_trainer *t, const dqn_config *c, int writer) {
     int64_t log = c->log_interval, every = c->checkpoint_interval, total = c->steps;
     int64_t next_log = (st.env_steps / log + 1) * log;
     int64_t next_ckpt = every ? (st.env_steps / every + 1) * every : INT64_MAX;
+    int64_t ev_every = c->eval_interval;
+    int64_t next_eval = ev_every ? (st.env_steps / ev_every + 1) * ev_every : INT64_MAX;
+    FILE *evals = NULL;
+    if (writer && ev_every && !(evals = cli_open_evaluations(dir))) {
+        cli_health_close(&health);
+        cli_metrics_close(&metrics);
+        return CLI_FAIL;
+    }
     int64_t last_step = st.env_steps, saved_at = -1;
     cli_progress p;
     cli_progress_init(&p, st.env_steps, total);
@@ -156,7 +194,7 @@ static int run(dqn_trainer *t, const dqn_config *c, int writer) {
     interrupted = 0;
     catch_sigint(1);
     while (!rc && st.env_steps < total && !stop) {
-        int64_t before = st.env_steps, target = min3(next_log, next_ckpt, total);
+        int64_t before = st.env_steps, target = min4(next_log, next_ckpt, next_eval, total);
         dqn_status s = dqn_trainer_run_until(t, target);
         dqn_trainer_stats(t, &st);
         if (s != DQN_OK || st.env_steps <= before) {
@@ -165,6 +203,12 @@ static int run(dqn_trainer *t, const dqn_config *c, int writer) {
                            (long long)st.env_steps, (long long)target,
                            s != DQN_OK ? dqn_last_error() : "no progress");
             break;
+        }
+        /* before the checkpoint of this step, so that it holds this evaluation's best */
+        if (st.env_steps >= next_eval) {
+            if (writer) rc = periodic_eval(t, dir, evals);
+            while (next_eval <= st.env_steps) next_eval += ev_every;
+            if (rc) break;
         }
         double now = cli_now();
         if (st.env_steps >= next_log || st.env_steps >= total) {
@@ -192,6 +236,8 @@ static int run(dqn_trainer *t, const dqn_config *c, int writer) {
     if (!rc) rc = closed;
     closed = cli_metrics_close(&metrics);
     if (!rc) rc = closed;
+    if (evals && fclose(evals) != 0 && !rc)
+        rc = cli_error(CLI_FAIL, "cannot write %s/evaluations.csv: %s", dir, strerror(errno));
     double wall_s = cli_now() - p.t0;
     if (!rc && writer && saved_at != st.env_steps) rc = save(t, dir);
     if (rc) return rc;
@@ -200,6 +246,17 @@ static int run(dqn_trainer *t, const dqn_config *c, int writer) {
             printf("interrupted at env step %lld; checkpoint saved: resume with\n"
                    "  dqn train --resume %s/checkpoint.bin\n", (long long)st.env_steps, dir);
         return CLI_INTERRUPTED;
+    }
+    if (writer && ev_every) {
+        double best;
+        int64_t best_step;
+        dqn_trainer_eval_best(t, &best, &best_step);
+        char b[32];
+        cli_fmt_double(b, sizeof b, best, 0);
+        if (best_step >= 0)
+            printf("best periodic evaluation: mean return %s (%d episodes) at env step %lld, "
+                   "saved as %s/best.bin\n", b, c->eval_interval_episodes, (long long)best_step,
+                   dir);
     }
     return writer ? final_eval(t, c, wall_s) : CLI_OK;
 }

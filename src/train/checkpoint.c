@@ -20,6 +20,12 @@ typedef struct {
     double recent[DQN_RECENT_EPISODES];
 } ckpt_counters;
 
+/* The periodic evaluations' best (a section of its own: checkpoints without it load as none). */
+typedef struct {
+    double best;
+    int64_t best_step;
+} ckpt_eval;
+
 
 /* Env vector state: obs, ep_len, ep_return, draws, private state. */
 static size_t venv_bytes(const dqn_vecenv *v) {
@@ -99,6 +105,11 @@ dqn_status dqn_trainer_save(const dqn_trainer *t, const char *path) {
     if (s == DQN_OK) s = dqn_ckpt_writer_add(w, "nstep", nstep, nb);
     if (s == DQN_OK && rb) s = dqn_ckpt_writer_add(w, "replay", replay, rb);
     if (s == DQN_OK && hb) s = dqn_ckpt_writer_add(w, "health", hb, sizeof *hb);
+    ckpt_eval ev;
+    memset(&ev, 0, sizeof ev);
+    ev.best = t->eval_best;
+    ev.best_step = t->eval_best_step;
+    if (s == DQN_OK) s = dqn_ckpt_writer_add(w, "eval", &ev, sizeof ev);
     if (s == DQN_OK) s = dqn_ckpt_writer_write(w, path);
     dqn_ckpt_writer_destroy(w);
     free(cfg); free(params); free(venv); free(nstep); free(replay); free(hb);
@@ -216,6 +227,14 @@ static dqn_status load(const char *path, const char *device, int swap, const dqn
         int32_t frozen = 0;
         if (s == DQN_OK) memcpy(&frozen, (const char *)p + offsetof(dqn_health_block, frozen), 4);
         t->health.snap_lost = frozen != 0;
+    }
+    if (s == DQN_OK && dqn_ckpt_reader_has(r, "eval")) {
+        ckpt_eval ev;
+        if ((s = section(r, path, "eval", sizeof ev, &p)) == DQN_OK) {
+            memcpy(&ev, p, sizeof ev);
+            t->eval_best = ev.best;
+            t->eval_best_step = ev.best_step;
+        }
     }
     if (s == DQN_OK) s = be->ops->h2d(be, t->model.step, &k.model_step, sizeof k.model_step);
     if (s == DQN_OK) s = be->ops->h2d(be, t->actor.step, &k.actor_step, sizeof k.actor_step);

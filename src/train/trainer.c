@@ -193,6 +193,8 @@ dqn_status dqn_trainer_make(const dqn_config *c, const dqn_rank_info *r, const d
     }
     t->cfg = *c;
     t->last_loss = NAN;
+    t->eval_best = NAN;
+    t->eval_best_step = -1;
     if (user) t->env = owned;
     else if ((s = dqn_env_open(c, &t->env)) != DQN_OK) goto fail;
     if ((s = r ? dqn_rank_backend_open(c, r, &t->be)
@@ -491,4 +493,34 @@ dqn_status dqn_trainer_evaluate(dqn_trainer *t, int episodes, uint64_t seed, dou
     dqn_actor_destroy(&ac, t->be);
     dqn_vecenv_destroy(&ev);
     return s;
+}
+
+/* The periodic evaluations' episodes: a seed of their own, so that they share no env stream with
+ * training nor with the final evaluation (which the CLI seeds with seed ^ 0x9e3779b97f4a7c15). */
+static uint64_t periodic_eval_seed(uint64_t seed) { return seed ^ 0xd1b54a32d192ed03ull; }
+
+dqn_status dqn_trainer_eval_note(dqn_trainer *t, double mean, int *improved) {
+    *improved = 0;
+    if (!isfinite(mean)) return DQN_ERR(DQN_ERR_ARG, "dqn_trainer_eval_note: mean %g", mean);
+    if (isnan(t->eval_best) || mean > t->eval_best) {
+        t->eval_best = mean;
+        t->eval_best_step = t->env_steps;
+        *improved = 1;
+    }
+    return DQN_OK;
+}
+
+void dqn_trainer_eval_best(const dqn_trainer *t, double *mean, int64_t *env_steps) {
+    *mean = t->eval_best;
+    *env_steps = t->eval_best_step;
+}
+
+dqn_status dqn_trainer_eval_periodic(dqn_trainer *t, const char *best_path, double *mean,
+                                     double *std, int *improved) {
+    *improved = 0;
+    DQN_TRY(dqn_trainer_evaluate(t, t->cfg.eval_interval_episodes, periodic_eval_seed(t->cfg.seed),
+                                 mean, std, NULL));
+    DQN_TRY(dqn_trainer_eval_note(t, *mean, improved));
+    if (*improved && best_path) return dqn_trainer_save(t, best_path);
+    return DQN_OK;
 }

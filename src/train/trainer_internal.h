@@ -79,6 +79,8 @@ struct dqn_trainer {
     double recent[DQN_RECENT_EPISODES];
     int n_recent, recent_pos;
     double last_loss, mean_q, grad_norm;
+    double eval_best;         /* best periodic evaluation mean (NAN: none yet) */
+    int64_t eval_best_step;   /* its env step (-1: none) */
     /* optional loss log (tests of resume) */
     double *loss_log;
     size_t loss_cap, *loss_count;

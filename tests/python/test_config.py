@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 
+import numpy as np
 import pytest
 
 import dqn
@@ -129,3 +130,37 @@ def test_stats_layout_matches_the_header(cc, tmp_path):
         if line:
             name, off = line.split()
             assert getattr(_lib.TrainStats, name).offset == int(off), name
+
+
+def test_periodic_evaluation_keeps_the_best_and_leaves_training_alone(tmp_path):
+    m = dqn.DQN("CartPole-v1", eval_freq=200, n_eval_episodes=3, run_dir=str(tmp_path),
+                steps=600, **TINY)
+    c = m.get_config()
+    assert c["eval_interval"] == "200" and c["eval_interval_episodes"] == "3"
+    assert m.get_eval_best()[1] == -1
+    m.learn(600)
+    plain = dqn.DQN("CartPole-v1", steps=600, **TINY)
+    plain.learn(600)
+    assert [e[0] for e in m.evaluations] == [200, 400, 600]
+    means = [e[1] for e in m.evaluations]
+    k = max(range(3), key=lambda i: (means[i], -i))
+    assert m.get_eval_best() == (means[k], 200 * (k + 1))
+    rows = (tmp_path / "evaluations.csv").read_text().splitlines()
+    assert rows[0] == "step,mean,std,best,best_step" and len(rows) == 4
+    # training is the same with the evaluations or without
+    assert m.get_stats() == plain.get_stats()
+    obs = np.random.default_rng(0).uniform(-0.2, 0.2, (64, 4)).astype(np.float32)
+    assert np.array_equal(m.predict(obs)[0], plain.predict(obs)[0])
+    # best.bin is a checkpoint that holds its own best
+    b = dqn.DQN.load(str(tmp_path / "best.bin"))
+    assert b.get_eval_best() == (means[k], 200 * (k + 1))
+    assert b.get_stats()["env_steps"] == 200 * (k + 1)
+    for x in (m, plain, b):
+        x.close()
+
+
+def test_periodic_evaluation_keys_are_validated():
+    with pytest.raises(ValueError, match=r"eval_freq \(config key eval_interval\).*\[0, "):
+        dqn.DQN("CartPole-v1", eval_freq=-1)
+    with pytest.raises(ValueError, match=r"n_eval_episodes.*eval_interval_episodes.*\"0\""):
+        dqn.DQN("CartPole-v1", n_eval_episodes=0)
