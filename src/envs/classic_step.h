@@ -1,11 +1,12 @@
 /* env_step's work on one slot (contract: backends/ops.def), shared by the CPU backend's loop and
- * the CUDA kernel (DQN_HD): the env's dynamics (envs/classic.h), then dqn_vecenv_step's
- * bookkeeping in its order (time limit, episode return, reset inside the step). */
+ * the CUDA kernel (DQN_HD): the env's dynamics (envs/classic.h), then the slot's records as
+ * dqn_vecenv_step keeps them (envs/env_slot.h: time limit, episode return), reset inside. */
 #ifndef DQN_CLASSIC_STEP_H
 #define DQN_CLASSIC_STEP_H
 #include "backends/backend.h"
 #include "core/error.h"
 #include "envs/classic.h"
+#include "envs/env_slot.h"
 
 /* env_step's arguments, checked alike by every backend; libm is the host's only */
 static inline dqn_status dqn_env_io_check(const dqn_env_io *io, int has_libm) {
@@ -60,13 +61,8 @@ DQN_HD void dqn_classic_slot(const dqn_env_io *io, int KIND, size_t i, const int
     if (!actions) {
         dqn_classic_reset1(KIND, cr, s, io->seed, stream, &counter, obs);
         for (int k = 0; k < od; k++) final_obs[k] = obs[k];
-        io->ep_len[i] = 0;
-        io->ep_return[i] = 0.0;
-        io->reward[i] = 0.0f;
-        io->terminated[i] = 0;
-        io->truncated[i] = 0;
-        io->done_return[i] = 0.0;
-        io->done_len[i] = 0;
+        dqn_slot_clear(&io->ep_len[i], &io->ep_return[i], &io->reward[i], &io->terminated[i],
+                       &io->truncated[i], &io->done_return[i], &io->done_len[i]);
     } else {
         float reward;
         int term = KIND == DQN_ENV_CARTPOLE ? dqn_cartpole_step(cr, s, actions[i], obs, &reward)
@@ -74,22 +70,16 @@ DQN_HD void dqn_classic_slot(const dqn_env_io *io, int KIND, size_t i, const int
                        ? dqn_acrobot_step(cr, s, actions[i], obs, &reward)
                        : dqn_mountaincar_step(cr, s, actions[i], obs, &reward);
         for (int k = 0; k < od; k++) final_obs[k] = obs[k];
-        int32_t len = io->ep_len[i] + 1;
-        double ret = io->ep_return[i] + reward;
-        int trunc = io->max_steps > 0 && len >= io->max_steps;
-        int done = term || trunc;
         io->reward[i] = reward;
         io->terminated[i] = (uint8_t)term;
-        io->truncated[i] = (uint8_t)trunc;
-        io->done_return[i] = done ? ret : 0.0;
-        io->done_len[i] = done ? len : 0;
-        if (done) {
+        io->truncated[i] = 0;
+        if (dqn_slot_record(io->max_steps, reward, &io->terminated[i], &io->truncated[i],
+                            &io->ep_len[i], &io->ep_return[i], &io->done_return[i],
+                            &io->done_len[i])) {
             dqn_classic_reset1(KIND, cr, s, io->seed, stream, &counter, obs);
-            len = 0;
-            ret = 0.0;
+            io->ep_len[i] = 0;
+            io->ep_return[i] = 0.0;
         }
-        io->ep_len[i] = len;
-        io->ep_return[i] = ret;
     }
     for (int k = 0; k < sd; k++) io->state[i * sd + k] = s[k];
     io->counter[i] = counter;

@@ -6,6 +6,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "envs/env.h"
+#include "envs/env_slot.h"
 
 extern const dqn_env_type dqn_env_cartpole, dqn_env_acrobot, dqn_env_mountaincar, dqn_env_market;
 
@@ -154,15 +155,9 @@ dqn_status dqn_vecenv_reset(dqn_vecenv *v) {
     if (s != DQN_OK) return env_failed(v, "reset", s);
     size_t od = (size_t)e->obs_dim;
     memcpy(v->final_obs, v->obs, (size_t)v->n * od * sizeof(float));
-    for (int i = 0; i < v->n; i++) {
-        v->ep_len[i] = 0;
-        v->ep_return[i] = 0.0;
-        v->reward[i] = 0.0f;
-        v->terminated[i] = 0;
-        v->truncated[i] = 0;
-        v->done_return[i] = 0.0;
-        v->done_len[i] = 0;
-    }
+    for (int i = 0; i < v->n; i++)
+        dqn_slot_clear(&v->ep_len[i], &v->ep_return[i], &v->reward[i], &v->terminated[i],
+                       &v->truncated[i], &v->done_return[i], &v->done_len[i]);
     return DQN_OK;
 }
 
@@ -183,14 +178,10 @@ dqn_status dqn_vecenv_step(dqn_vecenv *v, const int32_t *actions) {
     memcpy(v->final_obs, v->obs, (size_t)v->n * od * sizeof(float));
     int any = 0;
     for (int i = 0; i < v->n; i++) {
-        v->ep_len[i]++;
-        v->ep_return[i] += v->reward[i];
-        v->terminated[i] = v->terminated[i] != 0;
-        v->truncated[i] = v->truncated[i] || (e->max_steps > 0 && v->ep_len[i] >= e->max_steps);
-        v->done[i] = v->terminated[i] || v->truncated[i];
+        v->done[i] = (uint8_t)dqn_slot_record(e->max_steps, v->reward[i], &v->terminated[i],
+                                              &v->truncated[i], &v->ep_len[i], &v->ep_return[i],
+                                              &v->done_return[i], &v->done_len[i]);
         any |= v->done[i];
-        v->done_return[i] = v->done[i] ? v->ep_return[i] : 0.0;
-        v->done_len[i] = v->done[i] ? v->ep_len[i] : 0;
     }
     if (!any) return DQN_OK;
     if ((s = e->reset(e->ctx, v->n, v->done, v->state, v->rng, v->obs)) != DQN_OK)
