@@ -12,7 +12,7 @@
  * Inputs are drawn from the row's op name, the shape's index and the buffer's position, so the
  * same case gives the same values on every backend.
  *
- * A shape is up to 8 ints whose meaning the case's comment gives, plus flags: BIG (only where
+ * A shape is up to 10 ints whose meaning the case's comment gives, plus flags: BIG (only where
  * another backend compares with the CPU; no reference, no sanitizer run), DEVSEQ (the sequence
  * bit for bit on the other backends too), ODD (every float and int32 buffer 4 bytes past the
  * allocation's alignment: for the dense layers, which take sub-tensors at any offset).
@@ -35,7 +35,7 @@
 
 /* ---- shapes ---- */
 
-enum { SHAPE_INTS = 8, BIG = 1, DEVSEQ = 2, ODD = 4 };
+enum { SHAPE_INTS = 10, BIG = 1, DEVSEQ = 2, ODD = 4 };
 typedef struct {
     int v[SHAPE_INTS];
     int flags;
@@ -177,6 +177,16 @@ static int32_t *in_act(tc *t, int B, const dqn_branches *br) {
 static uint32_t *in_u32(tc *t, uint32_t v) {
     tbuf *b = new_buf(t, T_U32, 1, B_IN, NULL);
     *(uint32_t *)b->host0 = v;
+    upload(t, b);
+    return b->dev;
+}
+
+/* n flags (uint8): 1 with probability p */
+static uint8_t *in_u8(tc *t, size_t n, double p) {
+    int k = t->nb;
+    tbuf *b = new_buf(t, T_U8, n, B_IN, NULL);
+    uint8_t *h = b->host0;
+    for (size_t i = 0; i < n; i++) h[i] = reg_u01(t->key, k, i) < p;
     upload(t, b);
     return b->dev;
 }

@@ -1151,6 +1151,180 @@ static void c_env_step(tc *t) {
     REFUSE(t, env_step, &bad, NULL);
 }
 
+/* ======================= the rest of an env step ======================= */
+
+/* epsilon schedules a shape names by index: start, end, span */
+static const double EPS_SCHED[][3] = {
+    {1.0, 0.05, 1000.0}, {1.0, 1.0, 0.0}, {0.0, 0.0, 100.0}, {1.0, 0.02, 0.0}, {0.9, 0.1, 50.0}};
+
+/* s: n branches act_steps env_steps schedule no_tau in_place. The reference: the trainer's act
+ * written out (epsilon in double, one coin flip and one action draw per element). */
+static void c_explore(tc *t) {
+    const int n = t->s[0];
+    const dqn_branches br = br_of(t->s[1]);
+    const uint64_t a0 = (uint64_t)t->s[2], tau0 = 11;
+    const int64_t e0 = t->s[3];
+    const double *sc = EPS_SCHED[t->s[4]];
+    const size_t nd = (size_t)n * br.D;
+    int32_t *greedy = in_act(t, n, &br), *actions = greedy;
+    if (t->s[6]) make_out(t, greedy, "actions (in place)");
+    else actions = out_i(t, "actions", nd);
+    dqn_explore_io x = {.n = n, .seed = 0xE4B10E, .eps_start = sc[0], .eps_end = sc[1],
+                        .eps_span = sc[2]};
+    x.act_steps = io_u64(t, "act_steps", a0);
+    x.env_steps = (int64_t *)io_u64(t, "env_steps", (uint64_t)e0);
+    x.tau_step = t->s[5] ? NULL : io_u64(t, "tau_step", tau0);
+    OP(t, explore, &x, &br, greedy, actions);
+    if (!t->ref) return;
+    double f = sc[2] > 0 ? (double)e0 / sc[2] : 1.0;
+    const double eps = sc[0] + (sc[1] - sc[0]) * (f < 1.0 ? f : 1.0);
+    const uint64_t base = a0 * nd * 2;
+    double *wa = want(t, actions);
+    int greedy_any = 0, random_any = 0;
+    for (size_t i = 0; i < nd; i++) {
+        float u = dqn_philox_uniform(x.seed, DQN_STREAM_EXPLORE, base + 2 * i);
+        if (u < eps) {
+            wa[i] = dqn_philox_below(x.seed, DQN_STREAM_EXPLORE, base + 2 * i + 1,
+                                     (uint32_t)br.n[i % br.D]);
+            random_any = 1;
+        } else {
+            wa[i] = hi(t, greedy)[i];
+            greedy_any = 1;
+        }
+    }
+    want(t, x.act_steps)[0] = (double)(a0 + 1);
+    want(t, x.env_steps)[0] = (double)(e0 + n);
+    if (x.tau_step) want(t, x.tau_step)[0] = (double)(tau0 + (uint64_t)greedy_any);
+    /* the schedules' point: all random, all greedy, or both */
+    CHECK(t->s[4] != 1 || !greedy_any, "%s: a greedy action at epsilon 1", t->where);
+    CHECK(t->s[4] != 2 || !random_any, "%s: a random action at epsilon 0", t->where);
+    dqn_explore_io bad = x;
+    bad.n = 0;
+    REFUSE(t, explore, &bad, &br, greedy, actions);
+    bad = x, bad.env_steps = NULL;
+    REFUSE(t, explore, &bad, &br, greedy, actions);
+    dqn_branches bb = br;
+    bb.n[0] = 0;
+    REFUSE(t, explore, &x, &bb, greedy, actions);
+}
+
+/* s: n_envs n_step obs_dim D cap pos size steps per p_end (percent). The windows start at
+ * random heads and lengths (below n_step), the ring at random rows, pos and size, the sum-tree
+ * as per_insert's case makes it (per 1); each of `steps` calls pushes one step of every env,
+ * terminated with probability p_end / 2 and, independently, truncated with p_end / 2 (so both at
+ * once too: terminated wins). The reference: the n-step assembler and the ring written out
+ * naively, the tree's parents recomputed at the end. Shapes with more emissions in one call than
+ * the ring holds, and with more envs than CUDA's block has threads. */
+static void c_replay_push(tc *t) {
+    const int NE = t->s[0], n = t->s[1], od = t->s[2], D = t->s[3], cap = t->s[4];
+    const int pos0 = t->s[5], size0 = t->s[6], steps = t->s[7], use_per = t->s[8];
+    const double p_end = t->s[9] / 100.0;
+    const size_t S = (size_t)steps, E = (size_t)NE, W = E * (size_t)n;
+    const float *obs = in_f(t, S * E * od, -2, 2), *fobs = in_f(t, S * E * od, -2, 2);
+    const int32_t *act = in_i(t, S * E * D, 1000);
+    const float *rew = in_f(t, S * E, -1, 1);
+    const uint8_t *term = in_u8(t, S * E, p_end / 2), *trunc = in_u8(t, S * E, p_end / 2);
+    dqn_nstep_win w = {.n_envs = NE, .n = n, .obs_dim = od, .D = D, .gamma = 0.97};
+    w.obs = io_f(t, "win.obs", W * od, -2, 2);
+    w.act = in_i(t, W * D, 1000);
+    w.rew = io_f(t, "win.rew", W, -1, 1);
+    w.head = in_i(t, E, (uint32_t)n);
+    w.count = in_i(t, E, (uint32_t)n);
+    make_out(t, w.act, "win.act");
+    make_out(t, w.head, "win.head");
+    make_out(t, w.count, "win.count");
+    dqn_per per;
+    dqn_ring r = {.cap = cap, .obs_dim = od, .D = D};
+    if (use_per) {
+        per = make_per(t, cap, size0);
+        make_out(t, per.tree, "tree");
+        r.size = (uint32_t *)per.size;
+        r.per = &per;
+    } else {
+        r.size = in_u32(t, (uint32_t)size0);
+    }
+    make_out(t, r.size, "size");
+    r.pos = in_u32(t, (uint32_t)pos0);
+    make_out(t, r.pos, "pos");
+    r.obs = io_f(t, "ring.obs", (size_t)cap * od, -3, 3);
+    r.next_obs = io_f(t, "ring.next_obs", (size_t)cap * od, -3, 3);
+    r.R = io_f(t, "ring.R", (size_t)cap, -3, 3);
+    r.disc = io_f(t, "ring.disc", (size_t)cap, -3, 3);
+    r.act = in_i(t, (size_t)cap * D, 1000);
+    make_out(t, r.act, "ring.act");
+    for (size_t k = 0; k < S && !t->failed; k++)
+        OP(t, replay_push, &w, &r, obs + k * E * od, act + k * E * D, rew + k * E,
+           fobs + k * E * od, term + k * E, trunc + k * E);
+    if (!t->ref) return;
+    /* host copies of everything the op writes, stepped naively */
+    float *wo = hf(t, w.obs), *wr = hf(t, w.rew), *ro = hf(t, r.obs), *rn = hf(t, r.next_obs);
+    float *rR = hf(t, r.R), *rd = hf(t, r.disc);
+    int32_t *wa = hi(t, w.act), *head = hi(t, w.head), *count = hi(t, w.count), *ra = hi(t, r.act);
+    const uint8_t *hterm = find_buf(t, term)->host0, *htrunc = find_buf(t, trunc)->host0;
+    const int L = use_per ? per.leaves : 0;
+    float *tree = NULL;
+    if (use_per) {
+        tree = reg_xmalloc(2 * (size_t)L * sizeof(float));
+        memcpy(tree, hf(t, per.tree), 2 * (size_t)L * sizeof(float));
+    }
+    int pos = pos0, size = size0;
+    long ends = 0, flushes = 0, wraps = 0;
+    for (size_t k = 0; k < S; k++)
+        for (int e = 0; e < NE; e++) {
+            const size_t i = k * E + (size_t)e;
+            const size_t slot = (size_t)e * n + (size_t)((head[e] + count[e]) % n);
+            memcpy(wo + slot * od, hf(t, obs) + i * od, (size_t)od * sizeof(float));
+            memcpy(wa + slot * D, hi(t, act) + i * D, (size_t)D * sizeof(int32_t));
+            wr[slot] = hf(t, rew)[i];
+            count[e]++;
+            const int tm = hterm[i] != 0, done = tm || htrunc[i];
+            const int emit_n = done ? count[e] : count[e] == n ? 1 : 0;
+            for (int q = 0; q < emit_n; q++) {
+                double R = 0, g = 1;
+                for (int j = q; j < count[e]; j++) {
+                    R += g * wr[(size_t)e * n + (size_t)((head[e] + j) % n)];
+                    g *= w.gamma;
+                }
+                const size_t src = (size_t)e * n + (size_t)((head[e] + q) % n);
+                memcpy(ro + (size_t)pos * od, wo + src * od, (size_t)od * sizeof(float));
+                memcpy(ra + (size_t)pos * D, wa + src * D, (size_t)D * sizeof(int32_t));
+                memcpy(rn + (size_t)pos * od, hf(t, fobs) + i * od, (size_t)od * sizeof(float));
+                rR[pos] = (float)R;
+                rd[pos] = tm ? 0.0f : (float)g;
+                if (tree) tree[L + pos] = tree[0];
+                pos = (pos + 1) % cap;
+                wraps += pos == 0;
+                size = size < cap ? size + 1 : cap;
+            }
+            if (done) {
+                head[e] = 0, count[e] = 0;
+                ends++, flushes += emit_n > 1;
+            } else if (count[e] == n) {
+                head[e] = (head[e] + 1) % n, count[e]--;
+            }
+        }
+    want_same(t, w.obs), want_same(t, w.act), want_same(t, w.rew);
+    want_same(t, w.head), want_same(t, w.count);
+    want_same(t, r.obs), want_same(t, r.next_obs), want_same(t, r.R), want_same(t, r.disc);
+    want_same(t, r.act);
+    want(t, r.pos)[0] = pos;
+    want(t, r.size)[0] = size;
+    if (tree) {
+        want_tree(t, &per, tree);
+        free(tree);
+    }
+    CHECK(p_end == 0 || (ends > 0 && (n == 1 || flushes > 0)), "%s: no episode ended",
+          t->where);
+    CHECK(S * E * (size_t)n < (size_t)cap || wraps > 0, "%s: the ring never wrapped", t->where);
+    dqn_nstep_win bw = w;
+    bw.n = 0;
+    REFUSE(t, replay_push, &bw, &r, obs, act, rew, fobs, term, trunc);
+    dqn_ring br2 = r;
+    br2.D = D + 1;
+    REFUSE(t, replay_push, &w, &br2, obs, act, rew, fobs, term, trunc);
+    REFUSE(t, replay_push, &w, &r, obs, act, rew, fobs, NULL, trunc);
+}
+
 /* ======================= fused ops ======================= */
 
 /* s: R H branches */
@@ -1986,6 +2160,24 @@ static const row ROWS[] = {
             S(DQN_ENV_CARTPOLE, 1000, 120, 60), S(DQN_ENV_ACROBOT, 1000, 60, 30),
             S_BIG(DQN_ENV_CARTPOLE, 65537, 40, 30), S_BIG(DQN_ENV_ACROBOT, 20000, 60, 50),
             S_BIG(DQN_ENV_MOUNTAINCAR, 65537, 40, 30)),
+     .nmse = EXACT,
+     .nmse_dev = EXACT},
+    {.op = "explore",
+     .run = c_explore,
+     SHAPES(S(1, 0, 0, 0, 0, 0, 0), S(37, 1, 5, 300, 0, 0, 0), S(37, 1, 5, 300, 1, 0, 0),
+            S(37, 3, 9, 20, 2, 0, 0), S(64, 1, 300000007, 1000, 0, 0, 0),
+            S(13, 6, 2, 7, 3, 1, 0), S(29, 3, 4, 1000000000, 4, 0, 1),
+            S(4096, 0, 77, 500, 0, 0, 0), S(1500, 6, 123457, 640, 0, 0, 1),
+            S_BIG(65537, 1, 9, 100, 0, 0, 0)),
+     .nmse = EXACT,
+     .nmse_dev = EXACT},
+    {.op = "replay_push",
+     .run = c_replay_push,
+     SHAPES(S(1, 1, 1, 1, 5, 0, 0, 12, 0, 30), S(4, 3, 4, 1, 7, 5, 2, 40, 0, 15),
+            S(4, 3, 4, 1, 7, 5, 2, 40, 1, 15), S(37, 5, 3, 3, 50, 49, 50, 30, 1, 20),
+            S(37, 4, 2, 2, 16, 3, 9, 25, 0, 100), S(9, 6, 3, 2, 20, 0, 0, 30, 1, 50),
+            S(600, 3, 4, 1, 1000, 990, 1000, 6, 1, 10), S(1200, 2, 4, 2, 3000, 7, 40, 5, 0, 5),
+            S_BIG(20000, 3, 8, 3, 100000, 99990, 65537, 8, 1, 3)),
      .nmse = EXACT,
      .nmse_dev = EXACT},
     {.op = "heads_fwd",

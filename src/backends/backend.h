@@ -125,6 +125,39 @@ typedef struct {
     int32_t *done_len;          /* [n] its length, else 0 */
 } dqn_env_io;
 
+/* explore's settings and counters: epsilon-greedy over n envs' D branches (the trainer's act).
+ * eps(t) = start + (end - start) * min(1, t / span) at env step t (span <= 0: the factor is 1),
+ * in double (train/explore.h). The counters live in backend memory so that a captured graph
+ * reads the step it runs at. */
+typedef struct {
+    int n;                      /* envs */
+    uint64_t seed;
+    double eps_start, eps_end, eps_span;
+    uint64_t *act_steps;        /* acting steps so far: keys the draws */
+    int64_t *env_steps;         /* env steps so far: epsilon's t */
+    uint64_t *tau_step;         /* the actor's tau counter (may be NULL) */
+} dqn_explore_io;
+
+/* The n-step windows of n_envs envs in backend memory, laid out as replay/nstep.h's: env e's
+ * entries are rows e*n .. e*n + n - 1, a ring whose oldest entry is head[e], count[e] long. */
+typedef struct {
+    int n_envs, n, obs_dim, D;
+    double gamma;
+    float *obs;                 /* [n_envs * n, obs_dim] */
+    int32_t *act;               /* [n_envs * n, D] */
+    float *rew;                 /* [n_envs * n] */
+    int32_t *head, *count;      /* [n_envs] */
+} dqn_nstep_win;
+
+/* The replay ring in backend memory (replay/replay.h's arrays) with its position and size. */
+typedef struct {
+    int cap, obs_dim, D;
+    float *obs, *next_obs, *R, *disc;   /* [cap, obs_dim] x2, [cap] x2 */
+    int32_t *act;                       /* [cap, D] */
+    uint32_t *size, *pos;               /* rows filled, next row to write */
+    const dqn_per *per;                 /* the sum-tree (prioritised replay), or NULL */
+} dqn_ring;
+
 /* The op table: one function pointer per entry of ops.def (each op's contract is there), in
  * that order, after the backend's name. */
 typedef struct dqn_ops {

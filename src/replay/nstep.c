@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "replay/nstep_math.h"
 
 dqn_status dqn_nstep_create(dqn_nstep *s, int n_envs, int n, int obs_dim, int D, double gamma) {
     memset(s, 0, sizeof *s);
@@ -40,44 +41,27 @@ void dqn_nstep_destroy(dqn_nstep *s) {
 
 void dqn_nstep_clear_out(dqn_nstep *s) { s->out_n = 0; }
 
-/* Emit the transition starting at window position k (0 = oldest) of env e, summing rewards to
- * the window's end. */
-static void emit(dqn_nstep *s, int e, int k, const float *next_obs, int terminated) {
-    int n = s->n, cnt = s->count[e];
-    size_t base = (size_t)e * n;
-    int first = (s->head[e] + k) % n;
-    double R = 0.0, g = 1.0;
-    for (int j = k; j < cnt; j++) {
-        R += g * s->rew[base + (s->head[e] + j) % n];
-        g *= s->gamma;
-    }
-    int o = s->out_n++;
-    memcpy(s->out_obs + (size_t)o * s->obs_dim, s->obs + (base + first) * s->obs_dim,
-           s->obs_dim * sizeof(float));
-    memcpy(s->out_act + (size_t)o * s->D, s->act + (base + first) * s->D, s->D * sizeof(int32_t));
-    memcpy(s->out_next + (size_t)o * s->obs_dim, next_obs, s->obs_dim * sizeof(float));
-    s->out_R[o] = (float)R;
-    s->out_disc[o] = terminated ? 0.0f : (float)g;
+/* The windows as the shared arithmetic (nstep_math.h) takes them. */
+static dqn_nstep_win win_of(const dqn_nstep *s) {
+    dqn_nstep_win w = {.n_envs = s->n_envs, .n = s->n, .obs_dim = s->obs_dim, .D = s->D,
+                       .gamma = s->gamma, .obs = s->obs, .act = s->act, .rew = s->rew,
+                       .head = s->head, .count = s->count};
+    return w;
 }
 
 void dqn_nstep_push(dqn_nstep *s, int e, const float *obs, const int32_t *act, float reward,
                     const float *next_obs, int terminated, int truncated) {
-    int n = s->n;
-    size_t base = (size_t)e * n;
-    int slot = (s->head[e] + s->count[e]) % n;
-    memcpy(s->obs + (base + slot) * s->obs_dim, obs, s->obs_dim * sizeof(float));
-    memcpy(s->act + (base + slot) * s->D, act, s->D * sizeof(int32_t));
-    s->rew[base + slot] = reward;
-    s->count[e]++;
-    if (terminated || truncated) {
-        for (int k = 0; k < s->count[e]; k++) emit(s, e, k, next_obs, terminated);
-        s->count[e] = 0;
-        s->head[e] = 0;
-    } else if (s->count[e] == n) {
-        emit(s, e, 0, next_obs, 0);
-        s->head[e] = (s->head[e] + 1) % n;
-        s->count[e]--;
+    const dqn_nstep_win w = win_of(s);
+    const int done = terminated || truncated;
+    const int m = dqn_nstep_emits(s->count[e], s->n, done);
+    dqn_nstep_enter(&w, e, obs, act, reward);
+    for (int k = 0; k < m; k++) {
+        int o = s->out_n++;
+        dqn_nstep_emit(&w, e, k, next_obs, terminated, s->out_obs + (size_t)o * s->obs_dim,
+                       s->out_act + (size_t)o * s->D, s->out_next + (size_t)o * s->obs_dim,
+                       &s->out_R[o], &s->out_disc[o]);
     }
+    dqn_nstep_advance(&w, e, done);
 }
 
 size_t dqn_nstep_state_bytes(const dqn_nstep *s) {
@@ -107,4 +91,29 @@ void dqn_nstep_state_load(dqn_nstep *s, const void *src) {
     COPY_IN(p, s->rew, w * sizeof(float));
     COPY_IN(p, s->head, (size_t)s->n_envs * sizeof(int32_t));
     COPY_IN(p, s->count, (size_t)s->n_envs * sizeof(int32_t));
+}
+
+dqn_status dqn_nstep_win_create(dqn_nstep_win *w, dqn_backend *be, int n_envs, int n,
+                                int obs_dim, int D, double gamma) {
+    memset(w, 0, sizeof *w);
+    if (n < 1 || n_envs < 1 || obs_dim < 1 || D < 1)
+        return DQN_ERR(DQN_ERR_ARG, "n-step windows: n_step %d, envs %d, obs_dim %d, D %d", n,
+                       n_envs, obs_dim, D);
+    w->n_envs = n_envs, w->n = n, w->obs_dim = obs_dim, w->D = D, w->gamma = gamma;
+    const size_t rows = (size_t)n_envs * n;
+    const dqn_ops *o = be->ops;
+    dqn_status s = o->alloc(be, (void **)&w->obs, rows * obs_dim * sizeof(float));
+    if (s == DQN_OK) s = o->alloc(be, (void **)&w->act, rows * D * sizeof(int32_t));
+    if (s == DQN_OK) s = o->alloc(be, (void **)&w->rew, rows * sizeof(float));
+    if (s == DQN_OK) s = o->alloc(be, (void **)&w->head, (size_t)n_envs * sizeof(int32_t));
+    if (s == DQN_OK) s = o->alloc(be, (void **)&w->count, (size_t)n_envs * sizeof(int32_t));
+    if (s != DQN_OK) dqn_nstep_win_destroy(w, be);
+    return s;
+}
+
+void dqn_nstep_win_destroy(dqn_nstep_win *w, dqn_backend *be) {
+    void *p[] = {w->obs, w->act, w->rew, w->head, w->count};
+    for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
+        if (p[k]) be->ops->free(be, p[k]);
+    memset(w, 0, sizeof *w);
 }

@@ -5,6 +5,7 @@
 #ifndef DQN_NSTEP_H
 #define DQN_NSTEP_H
 #include <stdint.h>
+#include "backends/backend.h"
 #include "dqn.h"
 
 typedef struct {
@@ -32,5 +33,10 @@ void dqn_nstep_clear_out(dqn_nstep *s);
 size_t dqn_nstep_state_bytes(const dqn_nstep *s);
 void dqn_nstep_state_save(const dqn_nstep *s, void *dst);
 void dqn_nstep_state_load(dqn_nstep *s, const void *src);
+
+/* The same windows in backend memory, empty (zero-filled), for the replay_push op. */
+dqn_status dqn_nstep_win_create(dqn_nstep_win *w, dqn_backend *be, int n_envs, int n,
+                                int obs_dim, int D, double gamma);
+void dqn_nstep_win_destroy(dqn_nstep_win *w, dqn_backend *be);
 
 #endif

@@ -20,7 +20,15 @@ dqn_status dqn_replay_create(dqn_replay *r, dqn_backend *be, int cap, int obs_di
     DQN_TRY(be->ops->alloc(be, (void **)&r->R, c * sizeof(float)));
     DQN_TRY(be->ops->alloc(be, (void **)&r->disc, c * sizeof(float)));
     DQN_TRY(be->ops->alloc(be, (void **)&r->act, c * D * sizeof(int32_t)));
-    return be->ops->alloc(be, (void **)&r->size_dev, sizeof(uint32_t));
+    DQN_TRY(be->ops->alloc(be, (void **)&r->size_dev, 2 * sizeof(uint32_t)));
+    r->pos_dev = r->size_dev + 1;
+    return DQN_OK;
+}
+
+/* size_dev and pos_dev from the host copies, in one copy */
+static dqn_status put_counters(dqn_replay *r) {
+    uint32_t sp[2] = {(uint32_t)r->size, (uint32_t)r->pos};
+    return r->be->ops->h2d(r->be, r->size_dev, sp, sizeof sp);
 }
 
 dqn_status dqn_replay_prioritize(dqn_replay *r, float alpha, float beta0, float eps,
@@ -77,8 +85,7 @@ dqn_status dqn_replay_add(dqn_replay *r, const float *obs, const int32_t *act, c
         r->pos = (r->pos + k) % r->cap;
         r->size = r->size + k < r->cap ? r->size + k : r->cap;
     }
-    uint32_t s = (uint32_t)r->size;
-    return r->be->ops->h2d(r->be, r->size_dev, &s, sizeof s);
+    return put_counters(r);
 }
 
 void dqn_replay_view_of(const dqn_replay *r, dqn_replay_view *v) {
@@ -89,6 +96,20 @@ void dqn_replay_view_of(const dqn_replay *r, dqn_replay_view *v) {
     v->act = r->act;
     v->size = r->size_dev;
     v->per = r->prioritized ? &r->per : NULL;
+}
+
+void dqn_replay_ring_of(const dqn_replay *r, dqn_ring *ring) {
+    ring->cap = r->cap;
+    ring->obs_dim = r->obs_dim;
+    ring->D = r->D;
+    ring->obs = r->obs;
+    ring->next_obs = r->next_obs;
+    ring->R = r->R;
+    ring->disc = r->disc;
+    ring->act = r->act;
+    ring->size = r->size_dev;
+    ring->pos = r->pos_dev;
+    ring->per = r->prioritized ? &r->per : NULL;
 }
 
 static size_t tree_bytes(const dqn_replay *r) {
@@ -150,6 +171,5 @@ dqn_status dqn_replay_import(dqn_replay *r, const void *host, int pos, int size)
     if (r->prioritized) DQN_TRY(import_tree(r, p, size));
     r->pos = pos;
     r->size = size;
-    uint32_t s = (uint32_t)size;
-    return o->h2d(r->be, r->size_dev, &s, sizeof s);
+    return put_counters(r);
 }

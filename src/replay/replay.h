@@ -13,6 +13,7 @@ typedef struct {
     float *obs, *next_obs, *R, *disc;   /* [cap, obs], [cap, obs], [cap], [cap] */
     int32_t *act;                       /* [cap, D] */
     uint32_t *size_dev;                 /* rows filled, read by the update step */
+    uint32_t *pos_dev;                  /* next row to write (size_dev[1]: one copy sets both) */
     int pos, size;                      /* host copies: next row to write, rows filled */
     int prioritized;                    /* per holds the sum-tree */
     dqn_per per;
@@ -28,6 +29,8 @@ void dqn_replay_destroy(dqn_replay *r);
 dqn_status dqn_replay_add(dqn_replay *r, const float *obs, const int32_t *act, const float *R,
                           const float *disc, const float *next_obs, int n);
 void dqn_replay_view_of(const dqn_replay *r, dqn_replay_view *v);
+/* The ring as replay_push writes it (its position and size in backend memory). */
+void dqn_replay_ring_of(const dqn_replay *r, dqn_ring *ring);
 /* Whole-buffer host copies for checkpoints: bytes of the five arrays in a fixed order, then the
  * sum-tree when prioritised. */
 size_t dqn_replay_bytes(const dqn_replay *r);

@@ -7,6 +7,7 @@
 #include "dqn_philox.h"
 #include "backends/cpu/cpu.h"
 #include "core/config.h"
+#include "train/explore.h"
 #include "train/trainer_internal.h"
 
 dqn_status dqn_backend_open(const char *device, const char *math, int threads, dqn_backend **out) {
@@ -226,10 +227,7 @@ fail:
 }
 
 static double epsilon_at(const dqn_config *c, int64_t step) {
-    double span = c->eps_fraction * (double)c->steps;
-    double f = span > 0 ? (double)step / span : 1.0;
-    if (f > 1.0) f = 1.0;
-    return c->eps_start + (c->eps_end - c->eps_start) * f;
+    return dqn_epsilon(c->eps_start, c->eps_end, c->eps_fraction * (double)c->steps, step);
 }
 
 /* Epsilon-greedy per branch into t->actions; the network runs only if some branch of some env
@@ -241,17 +239,9 @@ static dqn_status act(dqn_trainer *t, const float *obs) {
     double eps = epsilon_at(c, t->env_steps);
     uint64_t base = t->act_steps * (uint64_t)n * D * 2;
     int any_greedy = 0;
-    for (int i = 0; i < n * D; i++) {
-        int b = i % D;
-        if (dqn_philox_uniform(c->seed, DQN_STREAM_EXPLORE, base + 2 * (uint64_t)i) < eps)
-            t->actions[i] = (int32_t)dqn_philox_below(c->seed, DQN_STREAM_EXPLORE,
-                                                       base + 2 * (uint64_t)i + 1,
-                                                       (uint32_t)br->n[b]);
-        else {
-            t->actions[i] = -1;
-            any_greedy = 1;
-        }
-    }
+    for (int i = 0; i < n * D; i++)
+        any_greedy |= dqn_explore_flip(c->seed, base, (uint64_t)i, eps, br->n[i % D],
+                                       &t->actions[i]);
     t->act_steps++;
     if (!any_greedy) return DQN_OK;
     int32_t scratch[DQN_MAX_BRANCHES * 64];

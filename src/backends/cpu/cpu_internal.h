@@ -137,6 +137,13 @@ dqn_status cpu_relu_bwd_tausum(dqn_backend *be, const float *u, float *du, float
                                int T, int N, const void *hplan);
 /* the classic envs' step (cpu_env.c), for the op table */
 dqn_status cpu_env_step(dqn_backend *be, const dqn_env_io *io, const int32_t *actions);
+/* the rest of an env step (cpu_loop.c), for the op table */
+dqn_status cpu_explore(dqn_backend *be, const dqn_explore_io *x, const dqn_branches *br,
+                       const int32_t *greedy, int32_t *actions);
+dqn_status cpu_replay_push(dqn_backend *be, const dqn_nstep_win *w, const dqn_ring *r,
+                           const float *obs, const int32_t *act, const float *reward,
+                           const float *final_obs, const uint8_t *terminated,
+                           const uint8_t *truncated);
 /* the health ops and the fences (cpu_health.c), for the op table */
 dqn_status cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
 void cpu_health_plan_free(dqn_backend *be, void *plan);

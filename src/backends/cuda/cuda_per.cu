@@ -3,23 +3,10 @@
  * ancestors be recomputed level by level, every node as left + right of its final children, the
  * bits the CPU's path walks give. */
 #include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/cuda_sumtree.cuh"
 #include "replay/sumtree.h"
 
 #define PER_THREADS 1024
-
-/* After the leaves are written: for each of the n leaves (rows[j], or (pos + j) % cap), its
- * ancestors, one level a pass. Two leaves that share a node write the same value. */
-__device__ void fix_levels(float *tree, int leaves, const int32_t *rows, int n, int pos, int cap) {
-    __syncthreads();
-    for (int shift = 1; (leaves >> shift) >= 1; shift++) {
-        for (int j = threadIdx.x; j < n; j += blockDim.x) {
-            int r = rows ? rows[j] : (pos + j) % cap;
-            int k = (leaves + r) >> shift;
-            tree[k] = tree[2 * k] + tree[2 * k + 1];
-        }
-        __syncthreads();
-    }
-}
 
 /* Positive floats order as their bit patterns do. */
 __device__ __forceinline__ void max_positive(float *at, float v) {
@@ -62,7 +49,7 @@ __global__ void k_per_update(dqn_per per, const int32_t *idx, const float *loss,
         max_positive(&t[per.leaves + idx[j]], p);
         max_positive(&t[0], p);
     }
-    fix_levels(t, per.leaves, idx, B, 0, per.cap);
+    dqn_tree_fix_levels(t, per.leaves, idx, B, 0, per.cap);
 }
 
 __global__ void k_per_insert(dqn_per per, int pos, int n) {
@@ -70,7 +57,7 @@ __global__ void k_per_insert(dqn_per per, int pos, int n) {
     float *t = per.tree;
     float top = t[0];
     for (int j = threadIdx.x; j < n; j += blockDim.x) t[per.leaves + (pos + j) % per.cap] = top;
-    fix_levels(t, per.leaves, NULL, n, pos, per.cap);
+    dqn_tree_fix_levels(t, per.leaves, NULL, n, pos, per.cap);
 }
 
 static dqn_status per_ok(const char *op, const dqn_per *per) {
