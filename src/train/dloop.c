@@ -276,6 +276,9 @@ dqn_status dqn_dloop_run_until(dqn_trainer *t, int64_t target) {
         DQN_TRY(replay_ready(t, &ready));
         if (!ready) continue;
         t->since_update += c->num_envs;
+        /* the update's first capture starts on a stream with no acting steps in flight */
+        if (has_graphs(t->be) && !t->model.graph_exec && t->since_update >= c->train_freq)
+            DQN_TRY(o->sync(t->be));
         while (t->since_update >= c->train_freq) {
             t->since_update -= c->train_freq;
             for (int g = 0; g < c->updates_per_round; g++) DQN_TRY(dqn_trainer_do_update(t));
