@@ -1,5 +1,6 @@
 /* The trainer's device env loop (env_loop = device) on the CPU backend against the host loop:
- * CartPole, 4 envs, n_step 3, uniform and prioritised replay, a few thousand steps with updates,
+ * CartPole, 4 envs, n_step 3, uniform and prioritised replay, a few thousand steps with updates
+ * (and Acrobot and MountainCar, whose slots' states differ in size),
  * run in chunks of different lengths so that the device state goes back to the host and up again
  * between them. Both must end with the same parameters, target, Adam moments, replay (rows,
  * position, size, sum-tree), env vector, n-step windows and counters, bit for bit, and the same
@@ -19,8 +20,8 @@
 #define TOTAL 3000
 #define STOP 1404
 
-static void config_of(dqn_config *c, const char *replay, const char *loop) {
-    CHECK_OK(dqn_config_preset(c, "cartpole"));
+static void config_of(dqn_config *c, const char *env, const char *replay, const char *loop) {
+    CHECK_OK(dqn_config_preset(c, env));
     c->steps = TOTAL;
     c->num_envs = 4;
     c->n_step = 3;
@@ -159,11 +160,11 @@ static void switch_loop(dqn_trainer *t, const char *loop) {
     CHECK_OK(dqn_dloop_create(t));
 }
 
-static void run_case(const char *replay) {
-    char what[96];
+static void run_case(const char *env, const char *replay) {
+    char what[128];
     dqn_config ch, cd;
-    config_of(&ch, replay, "host");
-    config_of(&cd, replay, "device");
+    config_of(&ch, env, replay, "host");
+    config_of(&cd, env, replay, "device");
 
     dqn_trainer *th = make(&ch), *td = make(&cd);
     CHECK(!th->dl.on && td->dl.on && td->dl.io.math == DQN_ENV_MATH_LIBM,
@@ -174,15 +175,15 @@ static void run_case(const char *replay) {
     snap a, b;
     take(th, &a);
     take(td, &b);
-    snprintf(what, sizeof what, "%s, host against device", replay);
+    snprintf(what, sizeof what, "%s %s, host against device", env, replay);
     compare(what, &a, &b, 0);
-    CHECK(b.st.updates > 500 && b.st.episodes > 30 && isfinite(b.st.mean_return) &&
-              isfinite(b.st.mean_q) && b.st.mean_q != 0,
+    CHECK(strcmp(env, "cartpole") != 0 || (b.st.updates > 500 && b.st.episodes > 30 && isfinite(b.st.mean_return) &&
+              isfinite(b.st.mean_q) && b.st.mean_q != 0),
           "%s: %lld updates, %lld episodes, mean_return %g, mean_q %g: want a run with updates "
           "and episodes", replay, (long long)b.st.updates, (long long)b.st.episodes,
           b.st.mean_return, b.st.mean_q);
-    printf("%-12s %lld env steps, %lld updates, %lld episodes, mean_return %.3f, loss %.4g: "
-           "host loop against device loop\n", replay, (long long)b.st.env_steps,
+    printf("%-12s %-12s %lld env steps, %lld updates, %lld episodes, mean_return %.3f, loss %.4g: "
+           "host loop against device loop\n", env, replay, (long long)b.st.env_steps,
            (long long)b.st.updates, (long long)b.st.episodes, b.st.mean_return, b.st.last_loss);
     dqn_trainer_destroy(th);
 
@@ -210,7 +211,7 @@ static void run_case(const char *replay) {
         advance(t, TOTAL, 401);
         snap r;
         take(t, &r);
-        snprintf(what, sizeof what, "%s, %s checkpoint continued on the %s loop", replay,
+        snprintf(what, sizeof what, "%s %s, %s checkpoint continued on the %s loop", env, replay,
                  from[k == 1], k == 2 ? "host" : "device");
         compare(what, &b, &r, k == 0);
         drop(&r);
@@ -225,7 +226,7 @@ static void test_choice(void) {
     dqn_config c;
     dqn_trainer *t = NULL;
     /* auto on the CPU: the host loop, today's behaviour */
-    config_of(&c, "uniform", "auto");
+    config_of(&c, "cartpole", "uniform", "auto");
     t = make(&c);
     CHECK(!t->dl.on, "env_loop auto on the cpu chose the device loop");
     dqn_trainer_destroy(t);
@@ -239,7 +240,7 @@ static void test_choice(void) {
               strstr(dqn_last_error(), "market"),
           "market with env_loop device: status %d, \"%s\"", (int)s, dqn_last_error());
     if (t) dqn_trainer_destroy(t);
-    config_of(&c, "uniform", "device");
+    config_of(&c, "cartpole", "uniform", "device");
     dqn_env_api env;
     CHECK_OK(dqn_env_builtin("cartpole", &env));
     t = NULL;
@@ -252,7 +253,10 @@ static void test_choice(void) {
 
 int main(void) {
     test_choice();
-    run_case("uniform");
-    run_case("prioritized");
+    run_case("cartpole", "uniform");
+    run_case("cartpole", "prioritized");
+    /* the other two envs' states (4 and 2 doubles a slot) through the same loop */
+    run_case("acrobot", "uniform");
+    run_case("mountaincar", "prioritized");
     return check_finish("test_device_loop");
 }
