@@ -2,12 +2,14 @@
  * math) against the CPU's device loop switched to the CR math, step after step before any
  * update: the same actions, replay rows, position and size, observations, n-step windows and
  * counters, bit for bit (the forward's Q may differ in its last bits between the backends; a
- * greedy action that flips on a near-tie is reported with its gap). Then a CartPole run on the
- * CUDA device loop learns: a greedy mean of at least 475 over 20 episodes within 100,000 env
+ * greedy action that flips on a near-tie is reported with its gap). A CUDA device-loop run saved
+ * in the middle and resumed gives the uninterrupted run's bits. Then a CartPole run on the CUDA
+ * device loop learns: a greedy mean of at least 475 over 20 episodes within 100,000 env
  * steps, as test_gpu_learn_cartpole asks of the CUDA trainer. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "learn_common.h"
 #include "train/trainer_internal.h"
@@ -101,6 +103,73 @@ static void test_against_cpu(void) {
     for (int j = 0; j < 2; j++) free(img[j]), free(win[j]), dqn_trainer_destroy(t[j]);
 }
 
+/* Params, target, Adam moments and the replay as host bytes */
+static char *state_of(dqn_trainer *t, size_t *bytes) {
+    const size_t pb = t->model.L.n_params * sizeof(float), rb = dqn_replay_bytes(&t->replay);
+    char *p = malloc(4 * pb + rb);
+    if (!p) exit(1);
+    const float *src[4] = {t->model.params, t->model.target, t->model.adam_m, t->model.adam_v};
+    for (int k = 0; k < 4; k++) CHECK_OK(t->be->ops->d2h(t->be, p + k * pb, src[k], pb));
+    CHECK_OK(dqn_replay_export(&t->replay, p + 4 * pb));
+    *bytes = 4 * pb + rb;
+    return p;
+}
+
+/* A CUDA device-loop run saved in the middle and resumed on CUDA ends with the uninterrupted
+ * run's bits (the state's trip to the host and back, and the update's determinism). */
+static void test_resume(void) {
+    dqn_config c;
+    CHECK_OK(dqn_config_preset(&c, "cartpole"));
+    c.steps = 4000;
+    c.num_envs = 8;
+    c.learning_starts = 500;
+    c.save_replay = 1;
+    snprintf(c.device, sizeof c.device, "cuda");
+    snprintf(c.env_loop, sizeof c.env_loop, "device");
+    snprintf(c.replay, sizeof c.replay, "prioritized");
+    char path[] = "/tmp/dqn-gpu-dloop-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    dqn_trainer *t = NULL;
+    CHECK_OK(dqn_trainer_create(&c, &t));
+    if (!t) return;
+    CHECK_OK(dqn_trainer_run_until(t, c.steps));
+    size_t na, nb;
+    char *a = state_of(t, &na);
+    dqn_train_stats sa, sb;
+    dqn_trainer_stats(t, &sa);
+    dqn_trainer_destroy(t);
+    CHECK_OK(dqn_trainer_create(&c, &t));
+    if (!t) return;
+    CHECK_OK(dqn_trainer_run_until(t, 2000));
+    CHECK_OK(dqn_trainer_save(t, path));
+    dqn_trainer_destroy(t);
+    t = NULL;
+    CHECK_OK(dqn_trainer_load(path, "cuda", &t));
+    unlink(path);
+    if (!t) return;
+    CHECK(t->dl.on, "the loaded trainer's device loop is off");
+    CHECK_OK(dqn_trainer_run_until(t, c.steps));
+    char *b = state_of(t, &nb);
+    dqn_trainer_stats(t, &sb);
+    CHECK(na == nb && memcmp(a, b, na) == 0,
+          "resumed on cuda: the parameters, Adam moments or replay differ from the "
+          "uninterrupted run's");
+    CHECK(sa.updates == sb.updates && sa.episodes == sb.episodes &&
+              memcmp(&sa.mean_return, &sb.mean_return, sizeof(double)) == 0 &&
+              memcmp(&sa.mean_q, &sb.mean_q, sizeof(double)) == 0,
+          "resumed on cuda: updates %lld / %lld, episodes %lld / %lld, mean_return %.17g / "
+          "%.17g, mean_q %.17g / %.17g", (long long)sa.updates, (long long)sb.updates,
+          (long long)sa.episodes, (long long)sb.episodes, sa.mean_return, sb.mean_return,
+          sa.mean_q, sb.mean_q);
+    printf("cuda device loop resumed at 2000 of %lld steps: %lld updates, %lld episodes, the "
+           "uninterrupted run's bits\n", (long long)c.steps, (long long)sb.updates,
+           (long long)sb.episodes);
+    free(a), free(b);
+    dqn_trainer_destroy(t);
+}
+
 static void test_learns(void) {
     dqn_config c;
     CHECK_OK(dqn_config_preset(&c, "cartpole"));
@@ -139,6 +208,7 @@ int main(void) {
         return 77;
     }
     test_against_cpu();
+    test_resume();
     test_learns();
     return check_finish("test_gpu_device_loop");
 }
