@@ -260,29 +260,36 @@ static dqn_status replay_ready(dqn_trainer *t, int *ready) {
     return DQN_OK;
 }
 
-dqn_status dqn_dloop_run_until(dqn_trainer *t, int64_t target) {
+/* One iteration: the acting step, then the updates the schedule owes. */
+static dqn_status iterate(dqn_trainer *t) {
     const dqn_config *c = &t->cfg;
     dqn_dloop *d = &t->dl;
     const dqn_ops *o = t->be->ops;
-    if (!d->live) DQN_TRY(upload(t));
-    if (has_graphs(t->be) && !d->graph) DQN_TRY(capture_step(t));
-    while (t->env_steps < target) {
-        if (d->graph) DQN_TRY(o->graph_launch(t->be, d->graph));
-        else DQN_TRY(record_step(t));
-        d->stepped = 1;
-        t->env_steps += c->num_envs;
-        if (t->env_steps < c->learning_starts) continue;
-        int ready;
-        DQN_TRY(replay_ready(t, &ready));
-        if (!ready) continue;
-        t->since_update += c->num_envs;
-        /* the update's first capture starts on a stream with no acting steps in flight */
-        if (has_graphs(t->be) && !t->model.graph_exec && t->since_update >= c->train_freq)
-            DQN_TRY(o->sync(t->be));
-        while (t->since_update >= c->train_freq) {
-            t->since_update -= c->train_freq;
-            for (int g = 0; g < c->updates_per_round; g++) DQN_TRY(dqn_trainer_do_update(t));
-        }
+    if (d->graph) DQN_TRY(o->graph_launch(t->be, d->graph));
+    else DQN_TRY(record_step(t));
+    d->stepped = 1;
+    t->env_steps += c->num_envs;
+    if (t->env_steps < c->learning_starts) return DQN_OK;
+    int ready;
+    DQN_TRY(replay_ready(t, &ready));
+    if (!ready) return DQN_OK;
+    t->since_update += c->num_envs;
+    /* the update's first capture starts on a stream with no acting steps in flight */
+    if (has_graphs(t->be) && !t->model.graph_exec && t->since_update >= c->train_freq)
+        DQN_TRY(o->sync(t->be));
+    while (t->since_update >= c->train_freq) {
+        t->since_update -= c->train_freq;
+        for (int g = 0; g < c->updates_per_round; g++) DQN_TRY(dqn_trainer_do_update(t));
     }
+    return DQN_OK;
+}
+
+dqn_status dqn_dloop_run_until(dqn_trainer *t, int64_t target) {
+    dqn_dloop *d = &t->dl;
+    if (!d->live) DQN_TRY(upload(t));
+    dqn_status s = DQN_OK;
+    if (has_graphs(t->be) && !d->graph) s = capture_step(t);
+    while (s == DQN_OK && t->env_steps < target) s = iterate(t);
+    DQN_TRY(s);   /* the backend's state stays the loop's; the next run goes on from it */
     return dqn_dloop_download(t);
 }
