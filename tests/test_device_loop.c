@@ -160,11 +160,12 @@ static void switch_loop(dqn_trainer *t, const char *loop) {
     CHECK_OK(dqn_dloop_create(t));
 }
 
-static void run_case(const char *env, const char *replay) {
+static void run_case(const char *env, const char *replay, int learning_starts) {
     char what[128];
     dqn_config ch, cd;
     config_of(&ch, env, replay, "host");
     config_of(&cd, env, replay, "device");
+    ch.learning_starts = cd.learning_starts = learning_starts;
 
     dqn_trainer *th = make(&ch), *td = make(&cd);
     CHECK(!th->dl.on && td->dl.on && td->dl.io.math == DQN_ENV_MATH_LIBM,
@@ -253,10 +254,13 @@ static void test_choice(void) {
 
 int main(void) {
     test_choice();
-    run_case("cartpole", "uniform");
-    run_case("cartpole", "prioritized");
+    run_case("cartpole", "uniform", 200);
+    run_case("cartpole", "prioritized", 200);
+    /* updates may start before the windows have filled the replay to batch_size: the loop reads
+     * the replay's size until it has */
+    run_case("cartpole", "uniform", 16);
     /* the other two envs' states (4 and 2 doubles a slot) through the same loop */
-    run_case("acrobot", "uniform");
-    run_case("mountaincar", "prioritized");
+    run_case("acrobot", "uniform", 200);
+    run_case("mountaincar", "prioritized", 200);
     return check_finish("test_device_loop");
 }
