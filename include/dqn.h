@@ -50,6 +50,7 @@ typedef struct {
     char math[DQN_CFG_STR];         /* fp32 | tf32 */
     char run_dir[256];              /* "" = runs/<env>-<seed>-<time> */
     int num_envs;
+    char env_loop[DQN_CFG_STR];     /* auto | host | device: where a built-in env's step runs */
     int log_interval;               /* env steps between metrics rows */
     int eval_episodes;
     int eval_interval;              /* env steps between periodic evaluations, 0 = off */
@@ -192,7 +193,9 @@ typedef struct {
     int64_t episodes;
     double mean_return;     /* over the last (up to) 100 finished episodes; NAN if none */
     double last_loss;       /* NAN before the first update */
-    double mean_q;
+    double mean_q;          /* greedy Q, mean over envs and branches: a running average over
+                             * the greedy acting steps (host loop), the last acting step's
+                             * (device loop) */
     double grad_norm;
     double epsilon;
     int64_t skipped_updates;
@@ -206,7 +209,9 @@ dqn_status dqn_trainer_create(const dqn_config *c, dqn_trainer **out);
  * env->name). The trainer calls env->close, if any, when destroyed, also on failure here. */
 dqn_status dqn_trainer_create_env(const dqn_config *c, const dqn_env_api *env, dqn_trainer **out);
 void dqn_trainer_destroy(dqn_trainer *t);
-/* Run env steps until stats.env_steps >= target_env_steps (or the config's steps). */
+/* Run env steps until stats.env_steps >= target_env_steps (or the config's steps). With the
+ * config's env_loop on the device (a built-in classic env) the steps stay in backend memory and
+ * the stats, the env state and what a save writes are brought back when this returns. */
 dqn_status dqn_trainer_run_until(dqn_trainer *t, int64_t target_env_steps);
 void dqn_trainer_stats(const dqn_trainer *t, dqn_train_stats *out);
 const dqn_config *dqn_trainer_config(const dqn_trainer *t);

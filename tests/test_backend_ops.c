@@ -1325,6 +1325,53 @@ static void c_replay_push(tc *t) {
     REFUSE(t, replay_push, &w, &r, obs, act, rew, fobs, NULL, trunc);
 }
 
+/* s: n cap filled next steps p_end (percent). The ring starts with random returns, filled
+ * entries and next entry (with `filled` < cap, next = filled, as a record fills it); each of
+ * `steps` calls ends an env's episode with probability p_end / 2 by terminated and,
+ * independently, p_end / 2 by truncated (so both at once too). The reference: the trainer's
+ * observe written out. Shapes with more episodes in one call than the ring holds, and with more
+ * envs than CUDA's block has threads. */
+static void c_episode_record(tc *t) {
+    const int n = t->s[0], cap = t->s[1], steps = t->s[4];
+    const uint64_t filled = (uint64_t)t->s[2], next = (uint64_t)t->s[3], ep0 = 1000003;
+    const double p_end = t->s[5] / 100.0;
+    const size_t S = (size_t)steps, N = (size_t)n;
+    const uint8_t *term = in_u8(t, S * N, p_end / 2), *trunc = in_u8(t, S * N, p_end / 2);
+    tbuf *rb = new_buf(t, T_F64, (size_t)cap, B_IN, NULL), *db;
+    for (int i = 0; i < cap; i++) ((double *)rb->host0)[i] = 500.0 * reg_u01(t->key, 90, i) - 250;
+    upload(t, rb);
+    db = new_buf(t, T_F64, S * N, B_IN, NULL);
+    for (size_t i = 0; i < S * N; i++) ((double *)db->host0)[i] = 1e3 * reg_u01(t->key, 91, i);
+    upload(t, db);
+    const double *dret = db->dev;
+    const uint64_t c0[3] = {ep0, filled, next};
+    dqn_episodes rec = {.cap = cap, .recent = rb->dev, .ctr = in_u64n(t, 3, c0)};
+    make_out(t, rec.recent, "recent");
+    make_out(t, rec.ctr, "ctr");
+    for (size_t k = 0; k < S && !t->failed; k++)
+        OP(t, episode_record, &rec, term + k * N, trunc + k * N, dret + k * N, n);
+    if (!t->ref) return;
+    const uint8_t *hterm = find_buf(t, term)->host0, *htrunc = find_buf(t, trunc)->host0;
+    const double *hret = db->host0;
+    double *wr = want(t, rec.recent), *wc = want(t, rec.ctr);
+    for (int i = 0; i < cap; i++) wr[i] = ((double *)rb->host0)[i];
+    uint64_t ep = ep0, fill = filled, at = next;
+    for (size_t i = 0; i < S * N; i++) {
+        if (!hterm[i] && !htrunc[i]) continue;
+        wr[at] = hret[i];
+        at = (at + 1) % (uint64_t)cap;
+        fill += fill < (uint64_t)cap;
+        ep++;
+    }
+    wc[0] = (double)ep, wc[1] = (double)fill, wc[2] = (double)at;
+    CHECK(p_end == 0 || ep > ep0, "%s: no episode ended", t->where);
+    dqn_episodes bad = rec;
+    bad.cap = 0;
+    REFUSE(t, episode_record, &bad, term, trunc, dret, n);
+    REFUSE(t, episode_record, &rec, term, NULL, dret, n);
+    REFUSE(t, episode_record, &rec, term, trunc, dret, 0);
+}
+
 /* ======================= fused ops ======================= */
 
 /* s: R H branches */
@@ -2178,6 +2225,13 @@ static const row ROWS[] = {
             S(37, 4, 2, 2, 16, 3, 9, 25, 0, 100), S(9, 6, 3, 2, 20, 0, 0, 30, 1, 50),
             S(600, 3, 4, 1, 1000, 990, 1000, 6, 1, 10), S(1200, 2, 4, 2, 3000, 7, 40, 5, 0, 5),
             S_BIG(20000, 3, 8, 3, 100000, 99990, 65537, 8, 1, 3)),
+     .nmse = EXACT,
+     .nmse_dev = EXACT},
+    {.op = "episode_record",
+     .run = c_episode_record,
+     SHAPES(S(1, 1, 0, 0, 5, 50), S(4, 100, 0, 0, 40, 10), S(4, 100, 100, 37, 40, 10),
+            S(37, 5, 3, 3, 10, 40), S(600, 100, 100, 99, 3, 30), S(1300, 100, 12, 12, 4, 2),
+            S(4096, 100, 0, 0, 2, 100)),
      .nmse = EXACT,
      .nmse_dev = EXACT},
     {.op = "heads_fwd",

@@ -149,6 +149,15 @@ typedef struct {
     int32_t *head, *count;      /* [n_envs] */
 } dqn_nstep_win;
 
+/* The training episodes' record in backend memory, as the trainer keeps it on the host: the
+ * returns of the last cap finished episodes in a ring (recent[ctr[2]] is the next written) and
+ * ctr = {episodes finished, ring entries filled (at most cap), next ring entry}. */
+typedef struct {
+    int cap;
+    double *recent;             /* [cap] */
+    uint64_t *ctr;              /* [3] */
+} dqn_episodes;
+
 /* The replay ring in backend memory (replay/replay.h's arrays) with its position and size. */
 typedef struct {
     int cap, obs_dim, D;

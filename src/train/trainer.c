@@ -81,6 +81,7 @@ void dqn_update_cfg_of(const dqn_config *c, dqn_update_cfg *u) {
 
 void dqn_trainer_destroy(dqn_trainer *t) {
     if (!t) return;
+    dqn_dloop_destroy(t);
     dqn_actor_destroy(&t->actor, t->be);
     dqn_actor_destroy(&t->pred, t->be);
     dqn_trainer_health_free(t);
@@ -219,6 +220,7 @@ dqn_status dqn_trainer_make(const dqn_config *c, const dqn_rank_info *r, const d
         goto fail;
     t->next_refresh = c->log_interval;
     if (t->env.step && (s = dqn_vecenv_reset(&t->venv)) != DQN_OK) goto fail;
+    if ((s = dqn_dloop_create(t)) != DQN_OK) goto fail;
     *out = t;
     return DQN_OK;
 fail:
@@ -237,6 +239,7 @@ static dqn_status act(dqn_trainer *t, const float *obs) {
     const dqn_branches *br = &t->arch.br;
     int n = c->num_envs, D = br->D;
     double eps = epsilon_at(c, t->env_steps);
+    t->dl.live = 0;   /* the host's copies move on: the device loop starts again from them */
     uint64_t base = t->act_steps * (uint64_t)n * D * 2;
     int any_greedy = 0;
     for (int i = 0; i < n * D; i++)
@@ -268,7 +271,7 @@ static dqn_status act(dqn_trainer *t, const float *obs) {
     return s;
 }
 
-static dqn_status do_update(dqn_trainer *t) {
+dqn_status dqn_trainer_do_update(dqn_trainer *t) {
     dqn_replay_view v;
     dqn_replay_view_of(&t->replay, &v);
     DQN_TRY(dqn_model_update(&t->model, &v));
@@ -282,7 +285,7 @@ static dqn_status do_update(dqn_trainer *t) {
 }
 
 /* The loss and gradient norm read back from the backend (GPUs leave them there). */
-static dqn_status refresh_stats(dqn_trainer *t) {
+dqn_status dqn_trainer_refresh_stats(dqn_trainer *t) {
     if (t->updates == 0) return DQN_OK;
     float loss, gn;
     DQN_TRY(t->be->ops->d2h(t->be, &loss, t->model.loss, sizeof loss));
@@ -299,6 +302,7 @@ static dqn_status observe(dqn_trainer *t, const float *obs, const int32_t *actio
                           const uint8_t *truncated, const uint8_t *valid) {
     const dqn_config *c = &t->cfg;
     int n = c->num_envs, od = t->env.obs_dim, D = t->arch.br.D, stepped = 0;
+    t->dl.live = 0;
     dqn_nstep_clear_out(&t->nstep);
     for (int e = 0; e < n; e++) {
         if (valid && !valid[e]) continue;
@@ -322,7 +326,7 @@ static dqn_status observe(dqn_trainer *t, const float *obs, const int32_t *actio
     t->since_update += stepped;
     while (t->since_update >= c->train_freq) {
         t->since_update -= c->train_freq;
-        for (int g = 0; g < c->updates_per_round; g++) DQN_TRY(do_update(t));
+        for (int g = 0; g < c->updates_per_round; g++) DQN_TRY(dqn_trainer_do_update(t));
     }
     return DQN_OK;
 }
@@ -333,6 +337,10 @@ dqn_status dqn_trainer_run_until(dqn_trainer *t, int64_t target) {
         return dqn_error_user(DQN_ERR_ARG, "env external: the host steps the env "
                               "(dqn_trainer_act / dqn_trainer_observe)");
     if (target <= 0 || target > c->steps) target = c->steps;
+    if (t->dl.on) {
+        DQN_TRY(dqn_dloop_run_until(t, target));
+        return dqn_trainer_refresh_stats(t);
+    }
     int n = c->num_envs, obs = t->env.obs_dim;
     dqn_vecenv *v = &t->venv;
     while (t->env_steps < target) {
@@ -342,7 +350,7 @@ dqn_status dqn_trainer_run_until(dqn_trainer *t, int64_t target) {
         DQN_TRY(observe(t, t->prev_obs, t->actions, v->reward, v->final_obs, v->terminated,
                         v->truncated, NULL));
     }
-    return refresh_stats(t);
+    return dqn_trainer_refresh_stats(t);
 }
 
 dqn_status dqn_trainer_act(dqn_trainer *t, const float *obs, int32_t *actions) {
@@ -366,7 +374,7 @@ dqn_status dqn_trainer_observe(dqn_trainer *t, const float *obs, const int32_t *
     DQN_TRY(observe(t, obs, actions, reward, next_obs, terminated, truncated, valid));
     if (t->env_steps < t->next_refresh) return DQN_OK;
     t->next_refresh = t->env_steps + t->cfg.log_interval;
-    return refresh_stats(t);
+    return dqn_trainer_refresh_stats(t);
 }
 
 dqn_status dqn_trainer_set_num_envs(dqn_trainer *t, int n) {
@@ -388,8 +396,8 @@ dqn_status dqn_trainer_update(dqn_trainer *t, int n) {
     if (n > 0 && t->replay.size < t->cfg.batch_size)
         return dqn_error_user(DQN_ERR_ARG, "the replay holds %d transitions, fewer than "
                               "batch_size %d", t->replay.size, t->cfg.batch_size);
-    for (int k = 0; k < n; k++) DQN_TRY(do_update(t));
-    return refresh_stats(t);
+    for (int k = 0; k < n; k++) DQN_TRY(dqn_trainer_do_update(t));
+    return dqn_trainer_refresh_stats(t);
 }
 
 dqn_status dqn_trainer_predict(dqn_trainer *t, const float *obs, int n, int32_t *actions) {

@@ -28,6 +28,29 @@ typedef struct {
     const float *graph_params;
 } dqn_actor;
 
+/* The env loop in backend memory (dloop.c): a built-in classic env's slots, their n-step
+ * windows, the acting counters and the episodes' record live beside the replay ring, and one
+ * acting step (forward, argmax, explore, env_step, replay_push, episode_record) is one captured
+ * graph on a backend with graphs. The host's copies (the vector, the assembler, the counters)
+ * are brought up to date at the end of every dqn_trainer_run_until, so that stats, saves and
+ * the host loop's functions read them as the host loop leaves them. */
+typedef struct {
+    int on;                /* this trainer's env steps in backend memory */
+    int live;              /* the backend's state is the loop's (else the host's copies are) */
+    int size_ok;           /* the replay holds batch_size rows (its size never falls) */
+    int stepped;           /* an acting step ran since going live: the actor's Q is current */
+    int64_t live_steps;    /* env steps at going live */
+    int live_size;         /* the replay's size then */
+    dqn_env_io io;
+    dqn_nstep_win w;
+    dqn_ring ring;
+    dqn_episodes rec;
+    dqn_explore_io x;
+    uint64_t *ctr;         /* backend [2]: explore's acting steps and env steps */
+    float *prev;           /* backend [n, obs]: the observations the step started from */
+    void *graph;           /* the captured acting step (backends with graphs) */
+} dqn_dloop;
+
 /* The slot table as the public API shows it. */
 struct dqn_health_layout {
     dqn_health_table tab;
@@ -68,6 +91,7 @@ struct dqn_trainer {
     dqn_actor actor;
     dqn_actor pred;           /* greedy midpoint actions for dqn_trainer_predict (made on use) */
     dqn_trainer_health health;
+    dqn_dloop dl;
     int32_t *actions;         /* host [n_envs, D] */
     float *q_host;            /* host [n_envs, A] */
     float *prev_obs;          /* host [n_envs, obs] */
@@ -107,6 +131,17 @@ dqn_status dqn_trainer_make(const dqn_config *c, const dqn_rank_info *r, const d
 dqn_status dqn_config_for_env(const dqn_config *c, const dqn_env *env, dqn_config *out);
 /* The CUDA backend of rank r on its device, joined to the other ranks. */
 dqn_status dqn_rank_backend_open(const dqn_config *c, const dqn_rank_info *r, dqn_backend **out);
+
+/* The device env loop: chosen and made at creation (nothing for the host loop), freed, run to
+ * `target` env steps, and its state copied back into the host's structures. */
+dqn_status dqn_dloop_create(dqn_trainer *t);
+void dqn_dloop_destroy(dqn_trainer *t);
+dqn_status dqn_dloop_run_until(dqn_trainer *t, int64_t target);
+dqn_status dqn_dloop_download(dqn_trainer *t);
+/* Shared by both loops (trainer.c): one update and its loss's bookkeeping; the loss and the
+ * gradient norm read back. */
+dqn_status dqn_trainer_do_update(dqn_trainer *t);
+dqn_status dqn_trainer_refresh_stats(dqn_trainer *t);
 
 /* Open a backend by the config's device key ("cpu", "cuda", "auto"). */
 dqn_status dqn_backend_open(const char *device, const char *math, int threads, dqn_backend **out);

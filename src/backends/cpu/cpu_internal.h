@@ -144,6 +144,8 @@ dqn_status cpu_replay_push(dqn_backend *be, const dqn_nstep_win *w, const dqn_ri
                            const float *obs, const int32_t *act, const float *reward,
                            const float *final_obs, const uint8_t *terminated,
                            const uint8_t *truncated);
+dqn_status cpu_episode_record(dqn_backend *be, const dqn_episodes *rec, const uint8_t *terminated,
+                              const uint8_t *truncated, const double *done_return, int n);
 /* the health ops and the fences (cpu_health.c), for the op table */
 dqn_status cpu_health_plan(dqn_backend *be, const dqn_hplan_desc *desc, void **plan);
 void cpu_health_plan_free(dqn_backend *be, void *plan);

@@ -60,3 +60,21 @@ dqn_status cpu_replay_push(dqn_backend *be, const dqn_nstep_win *w, const dqn_ri
     *r->size = (uint32_t)(size0 + E < cap ? size0 + E : cap);
     return DQN_OK;
 }
+
+dqn_status cpu_episode_record(dqn_backend *be, const dqn_episodes *rec, const uint8_t *terminated,
+                              const uint8_t *truncated, const double *done_return, int n) {
+    (void)be;
+    DQN_TRY(dqn_episode_record_check(rec, terminated, truncated, done_return, n));
+    uint64_t *c = rec->ctr;
+    REQUIRE(c[2] < (uint64_t)rec->cap && c[1] <= (uint64_t)rec->cap,
+            "episode_record: %llu entries, next %llu (capacity %d)", (unsigned long long)c[1],
+            (unsigned long long)c[2], rec->cap);
+    for (int e = 0; e < n; e++) {
+        if (!terminated[e] && !truncated[e]) continue;
+        rec->recent[c[2]] = done_return[e];
+        c[2] = (c[2] + 1) % (uint64_t)rec->cap;
+        if (c[1] < (uint64_t)rec->cap) c[1]++;
+        c[0]++;
+    }
+    return DQN_OK;
+}

@@ -1,10 +1,10 @@
-/* The rest of an env step on CUDA (contracts: ops.def): explore and replay_push, each one block
- * running the host's arithmetic (train/explore.h, replay/nstep_math.h) so that the draws, the
- * windows, the ring's rows and the sum-tree are the CPU's bits. One block, because an acting
- * step is small (num_envs is at most 4096, of at most 16 branches) and a block's barriers give
- * what the ops need without a second launch: every counter read before it is advanced, and the
- * emissions' order (a prefix sum over the envs' counts) before any row is written. No sync, no
- * copy: capturable. */
+/* The rest of an env step on CUDA (contracts: ops.def): explore, replay_push and
+ * episode_record, each one block running the host's arithmetic (train/explore.h,
+ * replay/nstep_math.h) so that the draws, the windows, the ring's rows, the sum-tree and the
+ * episodes' record are the CPU's bits. One block, because an acting step is small (num_envs is
+ * at most 4096, of at most 16 branches) and a block's barriers give what the ops need without a
+ * second launch: every counter read before it is advanced, and the emissions' order (a prefix
+ * sum over the envs' counts) before any row is written. No sync, no copy: capturable. */
 #include "backends/cuda/cuda_common.cuh"
 #include "backends/cuda/cuda_sumtree.cuh"
 #include "replay/nstep_math.h"
@@ -131,5 +131,45 @@ dqn_status cuda_replay_push(dqn_backend *be, const dqn_nstep_win *w, const dqn_r
     cuda_impl *c = cuda_of(be);
     KLAUNCH(c, k_replay_push, 1, LOOP_THREADS, 0, *w, *r, per, r->per != NULL, obs, act, reward,
             final_obs, terminated, truncated);
+    return DQN_OK;
+}
+
+/* One thread per env (in chunks of the block), as k_replay_push orders its rows: the finished
+ * episodes' prefix sum gives each its place in the host's order; of more than cap only the last
+ * cap are written, so no two threads write one entry. */
+__global__ void k_episode_record(dqn_episodes rec, const uint8_t *terminated,
+                                 const uint8_t *truncated, const double *done_return, int n) {
+    KERNEL_PROLOGUE();
+    __shared__ unsigned s[LOOP_THREADS];
+    const int T = (int)blockDim.x, tid = (int)threadIdx.x;
+    const uint64_t cap = (uint64_t)rec.cap, episodes = rec.ctr[0], filled = rec.ctr[1];
+    const uint64_t next = rec.ctr[2];
+    unsigned mine = 0, E;
+    for (int e = tid; e < n; e += T) mine += terminated[e] || truncated[e];
+    block_scan(s, mine, &E);
+    const uint64_t first_kept = E > cap ? E - cap : 0;
+    unsigned before = 0;
+    for (int e0 = 0; e0 < n; e0 += T) {
+        const int e = e0 + tid;
+        const unsigned m = e < n && (terminated[e] || truncated[e]) ? 1u : 0u;
+        unsigned chunk;
+        const unsigned off = before + block_scan(s, m, &chunk) - m;
+        before += chunk;
+        if (m && off >= first_kept) rec.recent[(next + off) % cap] = done_return[e];
+    }
+    if (tid == 0 && E > 0) {
+        rec.ctr[0] = episodes + E;
+        rec.ctr[1] = filled + E < cap ? filled + E : cap;
+        rec.ctr[2] = (next + E) % cap;
+    }
+}
+
+dqn_status cuda_episode_record(dqn_backend *be, const dqn_episodes *rec,
+                               const uint8_t *terminated, const uint8_t *truncated,
+                               const double *done_return, int n) {
+    DQN_TRY(dqn_episode_record_check(rec, terminated, truncated, done_return, n));
+    cuda_impl *c = cuda_of(be);
+    KLAUNCH(c, k_episode_record, 1, LOOP_THREADS, 0, *rec, terminated, truncated, done_return,
+            n);
     return DQN_OK;
 }
