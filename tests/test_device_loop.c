@@ -7,7 +7,7 @@
  * stats (episodes, mean_return, updates, loss, gradient norm). A device run saved in the middle
  * and resumed gives the uninterrupted run's bits; so does a host run's checkpoint continued by
  * the device loop, and a device run's continued by the host loop. env_loop = device is refused
- * for the market env and for a host's own env; auto picks the host loop on the CPU. */
+ * for the market env and for a host's own env; host is the default. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,10 +226,13 @@ static void run_case(const char *env, const char *replay, int learning_starts) {
 static void test_choice(void) {
     dqn_config c;
     dqn_trainer *t = NULL;
-    /* auto on the CPU: the host loop, today's behaviour */
-    config_of(&c, "cartpole", "uniform", "auto");
+    /* the default: the host loop */
+    config_of(&c, "cartpole", "uniform", "host");
+    dqn_config dflt;
+    dqn_config_defaults(&dflt);
+    CHECK(strcmp(dflt.env_loop, "host") == 0, "env_loop defaults to %s", dflt.env_loop);
     t = make(&c);
-    CHECK(!t->dl.on, "env_loop auto on the cpu chose the device loop");
+    CHECK(!t->dl.on, "env_loop host chose the device loop");
     dqn_trainer_destroy(t);
     /* the market env and a host's env step on the host */
     CHECK_OK(dqn_config_preset(&c, "market"));

@@ -160,7 +160,7 @@ static dqn_status swapped_config(const char *path, const dqn_config *c, const dq
                                          path, shape.obs_dim, want, mine.name ? mine.name : "",
                                          mine.obs_dim, got);
     /* the host's env steps on the host: the device loop steps built-in envs only */
-    if (s == DQN_OK) snprintf(out->env_loop, sizeof out->env_loop, "auto");
+    if (s == DQN_OK) snprintf(out->env_loop, sizeof out->env_loop, "host");
     if (s == DQN_OK && !env)   /* keep the name of the env it was trained on */
         snprintf(out->env_id, sizeof out->env_id, "%s", c->env_id[0] ? c->env_id : c->env);
     dqn_env_close(&shape);
