@@ -32,6 +32,16 @@ static inline double rel_err(double a, double b, double floor) {
     return fabs(a - b) / den;
 }
 
+/* calloc for test buffers: a test that cannot allocate stops there */
+static inline void *test_xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu x %zu bytes)\n", n, size);
+        exit(1);
+    }
+    return p;
+}
+
 static inline int check_finish(const char *name) {
     if (check_failures) {
         fprintf(stderr, "%s: %d of %d checks failed\n", name, check_failures, check_count);

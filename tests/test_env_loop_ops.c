@@ -27,15 +27,6 @@ typedef struct {
     int n_envs, n_step, cap, per, steps, max_steps;
 } loop_case;
 
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static void *balloc(dqn_backend *be, size_t bytes) {
     void *p = NULL;
     CHECK_OK(be->ops->alloc(be, &p, bytes));
@@ -90,8 +81,8 @@ static void run_case(dqn_backend *be, const loop_case *c) {
     CHECK_OK(dqn_replay_create(&ra, be, c->cap, od, D));
     uint64_t h_act = 0, h_tau = 0;
     int64_t h_env = 0;
-    int32_t *h_actions = xcalloc(nd, sizeof *h_actions), *greedy = xcalloc(nd, sizeof *greedy);
-    float *prev = xcalloc(N * od, sizeof *prev);
+    int32_t *h_actions = test_xcalloc(nd, sizeof *h_actions), *greedy = test_xcalloc(nd, sizeof *greedy);
+    float *prev = test_xcalloc(N * od, sizeof *prev);
 
     /* (b) the ops */
     dqn_env_io io = {.kind = DQN_ENV_CARTPOLE, .math = DQN_ENV_MATH_LIBM, .n = n,
@@ -129,8 +120,8 @@ static void run_case(dqn_backend *be, const loop_case *c) {
     float *d_loss = balloc(be, 8 * sizeof(float));
 
     const size_t rbytes = dqn_replay_bytes(&ra), wbytes = dqn_nstep_state_bytes(&ns);
-    char *img_a = xcalloc(rbytes, 1), *img_b = xcalloc(rbytes, 1);
-    char *win_a = xcalloc(wbytes, 1), *win_b = xcalloc(wbytes, 1);
+    char *img_a = test_xcalloc(rbytes, 1), *img_b = test_xcalloc(rbytes, 1);
+    char *win_a = test_xcalloc(wbytes, 1), *win_b = test_xcalloc(wbytes, 1);
     long terms = 0, truncs = 0, wraps = 0, greedy_steps = 0, random_steps = 0;
     int first_bad = -1;
     for (int k = 0; k < c->steps && first_bad < 0; k++) {

@@ -27,15 +27,6 @@ static void trace(int what, double x);
 
 /* ---- 1. the op against the vector ---- */
 
-static void *xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    return p;
-}
-
 static int same(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
 
 static void op_vs_vecenv(dqn_backend *cpu, const char *name, int kind, int n, int steps,
@@ -48,18 +39,18 @@ static void op_vs_vecenv(dqn_backend *cpu, const char *name, int kind, int n, in
     const size_t N = (size_t)n, od = (size_t)env.obs_dim, sd = env.state_size / sizeof(double);
     dqn_env_io io = {.kind = (dqn_env_kind)kind, .math = DQN_ENV_MATH_LIBM, .n = n,
                      .max_steps = env.max_steps, .seed = seed, .stream_base = DQN_STREAM_ENV};
-    io.state = xcalloc(N * sd, sizeof(double));
-    io.counter = xcalloc(N, sizeof(uint64_t));
-    io.ep_len = xcalloc(N, sizeof(int32_t));
-    io.ep_return = xcalloc(N, sizeof(double));
-    io.obs = xcalloc(N * od, sizeof(float));
-    io.final_obs = xcalloc(N * od, sizeof(float));
-    io.reward = xcalloc(N, sizeof(float));
-    io.terminated = xcalloc(N, 1);
-    io.truncated = xcalloc(N, 1);
-    io.done_return = xcalloc(N, sizeof(double));
-    io.done_len = xcalloc(N, sizeof(int32_t));
-    int32_t *act = xcalloc(N, sizeof(int32_t));
+    io.state = test_xcalloc(N * sd, sizeof(double));
+    io.counter = test_xcalloc(N, sizeof(uint64_t));
+    io.ep_len = test_xcalloc(N, sizeof(int32_t));
+    io.ep_return = test_xcalloc(N, sizeof(double));
+    io.obs = test_xcalloc(N * od, sizeof(float));
+    io.final_obs = test_xcalloc(N * od, sizeof(float));
+    io.reward = test_xcalloc(N, sizeof(float));
+    io.terminated = test_xcalloc(N, 1);
+    io.truncated = test_xcalloc(N, 1);
+    io.done_return = test_xcalloc(N, sizeof(double));
+    io.done_len = test_xcalloc(N, sizeof(int32_t));
+    int32_t *act = test_xcalloc(N, sizeof(int32_t));
     long first_bad = -1, terminations = 0, truncations = 0;
     for (int k = 0; k <= steps && first_bad < 0; k++) {
         for (size_t i = 0; i < N; i++)
