@@ -143,7 +143,7 @@ if has extra; then
     row "extra $name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$(tail -n 1 "$LOG/extra-$name.txt")"
   done
 fi
-grep -hE '^(update|torch|multigpu|market)' "$LOG/bench.txt" "$LOG/bench-health.txt" \
+grep -hE '^(update|torch|multigpu|market|solve)' "$LOG/bench.txt" "$LOG/bench-health.txt" \
     "$LOG/bench-ab.txt" "$LOG"/extra-*.txt 2>/dev/null || true
 grep -h ' span ' "$LOG/timeline.txt" 2>/dev/null || true
 

@@ -17,14 +17,17 @@ static inline double learn_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Returns the best evaluation mean; stops at the first that reaches `bar`. */
-static inline double learn_until_on(const char *device, const char *env, uint64_t seed, int64_t budget,
-                             int64_t every, int episodes, double bar) {
+/* Returns the best evaluation mean; stops at the first that reaches `bar`. env_loop NULL: the
+ * config's default. */
+static inline double learn_until_on(const char *device, const char *env_loop, const char *env,
+                                    uint64_t seed, int64_t budget, int64_t every, int episodes,
+                                    double bar) {
     dqn_config c;
     CHECK_OK(dqn_config_preset(&c, env));
     c.seed = seed;
     c.steps = budget;
     snprintf(c.device, sizeof c.device, "%s", device);
+    if (env_loop) CHECK_OK(dqn_config_set(&c, "env_loop", env_loop));
     dqn_trainer *t = NULL;
     double t0 = learn_now(), eval_s = 0, best = -INFINITY;
     CHECK_OK(dqn_trainer_create(&c, &t));
@@ -81,6 +84,6 @@ static inline double learn_final(const char *env, uint64_t seed, int episodes) {
 
 static inline double learn_until(const char *env, uint64_t seed, int64_t budget, int64_t every,
                           int episodes, double bar) {
-    return learn_until_on("cpu", env, seed, budget, every, episodes, bar);
+    return learn_until_on("cpu", NULL, env, seed, budget, every, episodes, bar);
 }
 #endif

@@ -10,7 +10,7 @@ int main(void) {
     }
     for (uint64_t seed = 1; seed <= 3; seed++) {
         double t0 = learn_now();
-        double m = learn_until_on("cuda", "cartpole", seed, 100000, 5000, 20, 475.0);
+        double m = learn_until_on("cuda", NULL, "cartpole", seed, 100000, 5000, 20, 475.0);
         printf("gpu solve cartpole seed %llu: best eval %.1f, %.1f s\n", (unsigned long long)seed,
                m, learn_now() - t0);
         CHECK(m >= 475.0, "cuda cartpole seed %llu: best eval mean %.1f < 475",
