@@ -50,16 +50,4 @@ static inline dqn_status dqn_explore_check(const dqn_explore_io *x, const dqn_br
     return DQN_OK;
 }
 
-/* episode_record's arguments, checked alike by every backend */
-static inline dqn_status dqn_episode_record_check(const dqn_episodes *rec,
-                                                  const uint8_t *terminated,
-                                                  const uint8_t *truncated,
-                                                  const double *done_return, int n) {
-    if (!rec || !rec->recent || !rec->ctr || !terminated || !truncated || !done_return)
-        return DQN_ERR(DQN_ERR_ARG, "episode_record: a NULL argument or buffer");
-    if (n < 1 || rec->cap < 1)
-        return DQN_ERR(DQN_ERR_ARG, "episode_record: n = %d, cap = %d (both >= 1)", n, rec->cap);
-    return DQN_OK;
-}
-
 #endif

@@ -3,6 +3,7 @@
  * per_insert), so that on this backend they are the trainer's act and observe bit for bit. */
 #include "backends/cpu/cpu_internal.h"
 #include "replay/nstep_math.h"
+#include "train/episodes.h"
 #include "train/explore.h"
 
 dqn_status cpu_explore(dqn_backend *be, const dqn_explore_io *x, const dqn_branches *br,
@@ -69,12 +70,10 @@ dqn_status cpu_episode_record(dqn_backend *be, const dqn_episodes *rec, const ui
     REQUIRE(c[2] < (uint64_t)rec->cap && c[1] <= (uint64_t)rec->cap,
             "episode_record: %llu entries, next %llu (capacity %d)", (unsigned long long)c[1],
             (unsigned long long)c[2], rec->cap);
-    for (int e = 0; e < n; e++) {
-        if (!terminated[e] && !truncated[e]) continue;
-        rec->recent[c[2]] = done_return[e];
-        c[2] = (c[2] + 1) % (uint64_t)rec->cap;
-        if (c[1] < (uint64_t)rec->cap) c[1]++;
-        c[0]++;
-    }
+    uint64_t E = 0;
+    for (int e = 0; e < n; e++)
+        if (terminated[e] || truncated[e])
+            rec->recent[(c[2] + E++) % (uint64_t)rec->cap] = done_return[e];
+    dqn_episodes_advance(c, (uint64_t)rec->cap, E);
     return DQN_OK;
 }

@@ -1,6 +1,6 @@
 /* The rest of an env step on CUDA (contracts: ops.def): explore, replay_push and
  * episode_record, each one block running the host's arithmetic (train/explore.h,
- * replay/nstep_math.h) so that the draws, the windows, the ring's rows, the sum-tree and the
+ * replay/nstep_math.h, train/episodes.h) so that the draws, the windows, the ring's rows, the sum-tree and the
  * episodes' record are the CPU's bits. One block, because an acting step is small (num_envs is
  * at most 4096, of at most 16 branches) and a block's barriers give what the ops need without a
  * second launch: every counter read before it is advanced, and the emissions' order (a prefix
@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_common.cuh"
 #include "backends/cuda/cuda_sumtree.cuh"
 #include "replay/nstep_math.h"
+#include "train/episodes.h"
 #include "train/explore.h"
 
 #define LOOP_THREADS 512
@@ -142,8 +143,7 @@ __global__ void k_episode_record(dqn_episodes rec, const uint8_t *terminated,
     KERNEL_PROLOGUE();
     __shared__ unsigned s[LOOP_THREADS];
     const int T = (int)blockDim.x, tid = (int)threadIdx.x;
-    const uint64_t cap = (uint64_t)rec.cap, episodes = rec.ctr[0], filled = rec.ctr[1];
-    const uint64_t next = rec.ctr[2];
+    const uint64_t cap = (uint64_t)rec.cap, next = rec.ctr[2];
     unsigned mine = 0, E;
     for (int e = tid; e < n; e += T) mine += terminated[e] || truncated[e];
     block_scan(s, mine, &E);
@@ -157,11 +157,7 @@ __global__ void k_episode_record(dqn_episodes rec, const uint8_t *terminated,
         before += chunk;
         if (m && off >= first_kept) rec.recent[(next + off) % cap] = done_return[e];
     }
-    if (tid == 0 && E > 0) {
-        rec.ctr[0] = episodes + E;
-        rec.ctr[1] = filled + E < cap ? filled + E : cap;
-        rec.ctr[2] = (next + E) % cap;
-    }
+    if (tid == 0) dqn_episodes_advance(rec.ctr, cap, E);   /* ctr was read before the scans */
 }
 
 dqn_status cuda_episode_record(dqn_backend *be, const dqn_episodes *rec,
