@@ -50,7 +50,7 @@ typedef struct {
     char math[DQN_CFG_STR];         /* fp32 | tf32 */
     char run_dir[256];              /* "" = runs/<env>-<seed>-<time> */
     int num_envs;
-    char env_loop[DQN_CFG_STR];     /* host | device: where a built-in env's step runs */
+    char env_loop[DQN_CFG_STR];     /* auto | host | device: where a built-in env's step runs */
     int log_interval;               /* env steps between metrics rows */
     int eval_episodes;
     int eval_interval;              /* env steps between periodic evaluations, 0 = off */

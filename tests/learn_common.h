@@ -17,17 +17,14 @@ static inline double learn_now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Returns the best evaluation mean; stops at the first that reaches `bar`. env_loop NULL: the
- * config's default. */
-static inline double learn_until_on(const char *device, const char *env_loop, const char *env,
-                                    uint64_t seed, int64_t budget, int64_t every, int episodes,
-                                    double bar) {
-    dqn_config c;
-    CHECK_OK(dqn_config_preset(&c, env));
-    c.seed = seed;
-    c.steps = budget;
-    snprintf(c.device, sizeof c.device, "%s", device);
-    if (env_loop) CHECK_OK(dqn_config_set(&c, "env_loop", env_loop));
+/* Trains c up to c->steps with a greedy evaluation of `episodes` every `every` env steps; returns
+ * the best evaluation mean and stops at the first that reaches `bar`. */
+static inline double learn_until_config(const dqn_config *cfg, int64_t every, int episodes,
+                                        double bar) {
+    dqn_config c = *cfg;
+    const char *device = c.device, *env = c.env;
+    const uint64_t seed = c.seed;
+    const int64_t budget = c.steps;
     dqn_trainer *t = NULL;
     double t0 = learn_now(), eval_s = 0, best = -INFINITY;
     CHECK_OK(dqn_trainer_create(&c, &t));
@@ -49,6 +46,19 @@ static inline double learn_until_on(const char *device, const char *env_loop, co
     }
     dqn_trainer_destroy(t);
     return best;
+}
+
+/* learn_until_config on env's preset; env_loop NULL: the config's default. */
+static inline double learn_until_on(const char *device, const char *env_loop, const char *env,
+                                    uint64_t seed, int64_t budget, int64_t every, int episodes,
+                                    double bar) {
+    dqn_config c;
+    CHECK_OK(dqn_config_preset(&c, env));
+    c.seed = seed;
+    c.steps = budget;
+    snprintf(c.device, sizeof c.device, "%s", device);
+    if (env_loop) CHECK_OK(dqn_config_set(&c, "env_loop", env_loop));
+    return learn_until_config(&c, every, episodes, bar);
 }
 
 /* Returns the final policy's greedy mean over `episodes` episodes after the preset's budget. */

@@ -4,6 +4,7 @@
 # DQN_CLI). On the GPU machine a skip is a failure too, since it means the device was not found;
 # except that a test_gpu_multi_* test may skip when
 # `nvidia-smi -L` lists fewer GPUs than its skip line says it needs ("needs N GPUs").
+# Each test gets GPU_TEST_TIMEOUT seconds (default 300): a hung kernel fails its test, not the run.
 # Prints "N passed, N failed, N skipped" last.
 set -u
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ pass=0; fail=0; skip=0; failed=()
 run() {  # name, command...
   local name=$1; shift
   local t0=$SECONDS
-  "$@" > "$LOGDIR/$name.log" 2>&1
+  timeout "${GPU_TEST_TIMEOUT:-300}" "$@" > "$LOGDIR/$name.log" 2>&1
   local rc=$?
   local dt=$((SECONDS - t0)) last; last=$(tail -n 1 "$LOGDIR/$name.log")
   if [ $rc -eq 0 ]; then pass=$((pass+1)); echo "PASS  $name (${dt}s)"; return; fi

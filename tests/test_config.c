@@ -28,7 +28,7 @@ static const struct {
     {FIELD(math), "tf32"},
     {FIELD(run_dir), "runs/my run #1"},
     {FIELD(num_envs), "8"},
-    {FIELD(env_loop), "device"},
+    {FIELD(env_loop), "host"},
     {FIELD(log_interval), "250"},
     {FIELD(eval_episodes), "7"},
     {FIELD(eval_interval), "2500"},

@@ -226,13 +226,31 @@ static void run_case(const char *env, const char *replay, int learning_starts) {
 static void test_choice(void) {
     dqn_config c;
     dqn_trainer *t = NULL;
-    /* the default: the host loop */
-    config_of(&c, "cartpole", "uniform", "host");
+    /* the default, auto, is the host loop on the cpu backend (no graphs to launch) */
     dqn_config dflt;
     dqn_config_defaults(&dflt);
-    CHECK(strcmp(dflt.env_loop, "host") == 0, "env_loop defaults to %s", dflt.env_loop);
+    CHECK(strcmp(dflt.env_loop, "auto") == 0, "env_loop defaults to %s", dflt.env_loop);
+    config_of(&c, "cartpole", "uniform", "auto");
+    t = make(&c);
+    CHECK(!t->dl.on, "env_loop auto chose the device loop on the cpu");
+    dqn_trainer_destroy(t);
+    config_of(&c, "cartpole", "uniform", "host");
     t = make(&c);
     CHECK(!t->dl.on, "env_loop host chose the device loop");
+    dqn_trainer_destroy(t);
+    /* the device loop runs one rank */
+    config_of(&c, "cartpole", "uniform", "device");
+    snprintf(c.device, sizeof c.device, "cuda");
+    c.ranks = 2;
+    CHECK(dqn_config_validate(&c) == DQN_ERR_ARG && strstr(dqn_last_error(), "ranks"),
+          "env_loop device with 2 ranks: \"%s\"", dqn_last_error());
+    snprintf(c.env_loop, sizeof c.env_loop, "auto");
+    CHECK_OK(dqn_config_validate(&c));
+    /* auto on the market env is the host loop, not an error */
+    CHECK_OK(dqn_config_preset(&c, "market"));
+    snprintf(c.device, sizeof c.device, "cpu");
+    t = make(&c);
+    CHECK(!t->dl.on, "market with env_loop auto chose the device loop");
     dqn_trainer_destroy(t);
     /* the market env and a host's env step on the host */
     CHECK_OK(dqn_config_preset(&c, "market"));

@@ -5,7 +5,7 @@
  * greedy action that flips on a near-tie is reported with its gap). A CUDA device-loop run saved
  * in the middle and resumed gives the uninterrupted run's bits. Then a CartPole run on the CUDA
  * device loop learns: a greedy mean of at least 475 over 20 episodes within 100,000 env
- * steps, as test_gpu_learn_cartpole asks of the CUDA trainer. */
+ * steps, as test_gpu_learn_cartpole asks of the CUDA trainer, chosen by env_loop auto. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,12 +175,12 @@ static void test_learns(void) {
     CHECK_OK(dqn_config_preset(&c, "cartpole"));
     c.seed = 1;
     c.steps = 100000;
-    snprintf(c.device, sizeof c.device, "cuda");
-    snprintf(c.env_loop, sizeof c.env_loop, "device");
+    snprintf(c.device, sizeof c.device, "cuda");   /* env_loop auto: the device loop on cuda */
+    CHECK(strcmp(c.env_loop, "auto") == 0, "the preset's env_loop is %s", c.env_loop);
     dqn_trainer *t = NULL;
     CHECK_OK(dqn_trainer_create(&c, &t));
     if (!t) return;
-    CHECK(t->dl.on, "cuda: the device loop is off");
+    CHECK(t->dl.on, "cuda, env_loop auto: the device loop is off");
     double t0 = learn_now(), best = -INFINITY;
     for (int64_t at = 5000; at <= c.steps; at += 5000) {
         CHECK_OK(dqn_trainer_run_until(t, at));

@@ -52,7 +52,10 @@ dqn_status dqn_dloop_create(dqn_trainer *t) {
     const int classic = t->env.step && classic_kind(c->env, &kind);
     if (strcmp(c->env_loop, "device") == 0 && !classic)   /* validation refuses it first */
         return dqn_error_user(DQN_ERR_ARG, "env_loop device: env %s steps on the host", c->env);
-    d->on = classic && strcmp(c->env_loop, "device") == 0;
+    /* auto: the device loop where a step is one graph launch; a data-parallel rank keeps the
+     * host loop, which the multi-GPU tests cover */
+    d->on = classic && (strcmp(c->env_loop, "device") == 0 ||
+                        (strcmp(c->env_loop, "auto") == 0 && has_graphs(t->be) && c->ranks == 1));
     if (!d->on) return DQN_OK;
     dqn_backend *be = t->be;
     const dqn_ops *o = be->ops;
