@@ -217,6 +217,9 @@ void dqn_trainer_stats(const dqn_trainer *t, dqn_train_stats *out);
 const dqn_config *dqn_trainer_config(const dqn_trainer *t);
 /* Backend name ("cpu", "cuda") and the GEMM in use ("openblas", "builtin", "cublas"). */
 const char *dqn_trainer_backend(const dqn_trainer *t);
+/* Where run_until steps the env: "device" (backend memory, the config's env_loop resolved) or
+ * "host". */
+const char *dqn_trainer_env_loop(const dqn_trainer *t);
 /* Checkpoint: versioned header + CRC32; written to path.tmp then renamed. */
 dqn_status dqn_trainer_save(const dqn_trainer *t, const char *path);
 /* Resume: the config is taken from the checkpoint; the run continues bit-exactly on the CPU. */

@@ -78,6 +78,7 @@ events=$(cd r1 && ls events.out.tfevents.* 2>/dev/null)
 [ "$(ls r1 | wc -l)" -eq 8 ] || fail "r1 holds other files: $(ls r1)"
 [ ! -e r1/checkpoint.bin.tmp ] || fail "checkpoint.bin.tmp left behind"
 grep -q 'backend' r1.out && grep -q 'cartpole' r1.out || fail "no run header: $(cat r1.out)"
+grep -qE "env loop (host|device)$" r1.out || fail "the header names no env loop: $(head -n 1 r1.out)"
 ok "tiny run wrote config.txt, metrics.csv, metrics.jsonl, $events, checkpoint.bin, eval.json"
 [ "$(wc -l <r1/metrics.jsonl)" -eq 3 ] || fail "metrics.jsonl: $(cat r1/metrics.jsonl)"
 [ "$(head -n 1 r1/metrics.csv)" = 'step,wall_s,steps_per_s,mean_return,loss,mean_q,epsilon,grad_norm' ] \

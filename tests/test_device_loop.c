@@ -232,7 +232,13 @@ static void test_choice(void) {
     CHECK(strcmp(dflt.env_loop, "auto") == 0, "env_loop defaults to %s", dflt.env_loop);
     config_of(&c, "cartpole", "uniform", "auto");
     t = make(&c);
-    CHECK(!t->dl.on, "env_loop auto chose the device loop on the cpu");
+    CHECK(!t->dl.on && strcmp(dqn_trainer_env_loop(t), "host") == 0,
+          "env_loop auto chose the device loop on the cpu (%s)", dqn_trainer_env_loop(t));
+    dqn_trainer_destroy(t);
+    config_of(&c, "cartpole", "uniform", "device");
+    t = make(&c);
+    CHECK(strcmp(dqn_trainer_env_loop(t), "device") == 0, "env_loop device: the trainer says %s",
+          dqn_trainer_env_loop(t));
     dqn_trainer_destroy(t);
     config_of(&c, "cartpole", "uniform", "host");
     t = make(&c);

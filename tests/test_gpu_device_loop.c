@@ -180,7 +180,8 @@ static void test_learns(void) {
     dqn_trainer *t = NULL;
     CHECK_OK(dqn_trainer_create(&c, &t));
     if (!t) return;
-    CHECK(t->dl.on, "cuda, env_loop auto: the device loop is off");
+    CHECK(t->dl.on && strcmp(dqn_trainer_env_loop(t), "device") == 0,
+          "cuda, env_loop auto: the device loop is off (%s)", dqn_trainer_env_loop(t));
     double t0 = learn_now(), best = -INFINITY;
     for (int64_t at = 5000; at <= c.steps; at += 5000) {
         CHECK_OK(dqn_trainer_run_until(t, at));

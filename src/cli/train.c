@@ -93,8 +93,8 @@ static int save(dqn_trainer *t, const char *dir) {
 }
 
 static void print_header(dqn_trainer *t, const dqn_config *c, const char *from, int64_t at) {
-    printf("dqn %s  backend %s  env %s  device %s\n", DQN_VERSION, dqn_trainer_backend(t), c->env,
-           c->device);
+    printf("dqn %s  backend %s  env %s  device %s  env loop %s\n", DQN_VERSION,
+           dqn_trainer_backend(t), c->env, c->device, dqn_trainer_env_loop(t));
     printf("%-10s%s\n", "run dir", c->run_dir);
     if (from) printf("%-10sfrom %s at env step %lld\n", "resumed", from, (long long)at);
     printf("%-10sd %d, grn_blocks %d, n_cos %d, bottleneck %d, head_hidden %d, branches %s,\n"

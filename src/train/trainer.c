@@ -440,6 +440,8 @@ const char *dqn_trainer_backend(const dqn_trainer *t) {
     return t->be->ops->name;
 }
 
+const char *dqn_trainer_env_loop(const dqn_trainer *t) { return t->dl.on ? "device" : "host"; }
+
 void dqn_trainer_record_losses(dqn_trainer *t, double *buf, size_t cap, size_t *count) {
     t->loss_log = buf;
     t->loss_cap = cap;
