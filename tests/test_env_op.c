@@ -16,6 +16,7 @@
  *      (market/period.h, the same bits on every backend) against glibc's: within one ulp on
  *      every argument, different on a few percent (printed), exact where log is exact.
  * DQN_ENV_MATH_SCALE=k runs k times the rollouts of part 2 (a longer measurement). */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -364,6 +365,11 @@ static void market_log_measure(void) {
         CHECK(fabs(dqn_market_log(ldexp(1.0, k)) - k * 0.6931471805599453) <= 1e-15 * abs(k),
               "market log(2^%d) = %a", k, dqn_market_log(ldexp(1.0, k)));
     CHECK(dqn_market_log(DQN_MARKET_RUIN) == log(DQN_MARKET_RUIN), "the ruin floor's log");
+    const double sub[] = {0x1p-1074, 0x1.8p-1060, 0x1.fffffffffffffp-1023, DBL_MAX};
+    for (size_t k = 0; k < sizeof sub / sizeof sub[0]; k++) {
+        double a = dqn_market_log(sub[k]), b = log(sub[k]);
+        CHECK(a == b || nextafter(a, b) == b, "market log(%a) = %a, glibc's %a", sub[k], a, b);
+    }
     CHECK(dqn_market_log(0.0) == -INFINITY && isnan(dqn_market_log(-1.0)) &&
               dqn_market_log(INFINITY) == INFINITY && isnan(dqn_market_log(NAN)),
           "market log's special values");

@@ -6,6 +6,7 @@
 #define DQN_MARKET_STEP_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "backends/backend.h"
 #include "dqn_philox.h"
@@ -27,7 +28,7 @@ typedef struct {
 DQN_HD void dqn_market_observe(const dqn_market_dev *m, const dqn_market_state *s, float *obs) {
     const size_t n = (size_t)m->window * (size_t)m->cols;
     const float *z = m->z + (size_t)(s->t - m->window + 1) * (size_t)m->cols;
-    for (size_t k = 0; k < n; k++) obs[k] = z[k];
+    memcpy(obs, z, n * sizeof *obs); /* a window is hundreds of floats: the library's copy */
     for (int a = 0; a < m->assets; a++) obs[n + a] = (float)s->pos[a];
 }
 
@@ -77,12 +78,12 @@ DQN_HD void dqn_market_slot(const dqn_env_io *io, const dqn_market_dev *m, size_
     float *obs = io->obs + i * od, *final_obs = io->final_obs + i * od;
     if (!actions) {
         dqn_market_reset1(m, &s, io->seed, stream, &counter, obs);
-        for (size_t k = 0; k < od; k++) final_obs[k] = obs[k];
+        memcpy(final_obs, obs, od * sizeof *obs);
         dqn_slot_clear(&io->ep_len[i], &io->ep_return[i], &io->reward[i], &io->terminated[i],
                        &io->truncated[i], &io->done_return[i], &io->done_len[i]);
     } else {
         const float reward = dqn_market_step(m, &s, actions + i * (size_t)m->assets, obs);
-        for (size_t k = 0; k < od; k++) final_obs[k] = obs[k];
+        memcpy(final_obs, obs, od * sizeof *obs);
         io->reward[i] = reward;
         io->terminated[i] = 0;
         io->truncated[i] = 0;

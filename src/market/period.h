@@ -10,6 +10,8 @@
 #ifndef DQN_MARKET_PERIOD_H
 #define DQN_MARKET_PERIOD_H
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "dqn_philox.h" /* DQN_HD */
 #include "envs/classic_math.h" /* DQN_MUL */
@@ -40,33 +42,48 @@ DQN_HD double dqn_market_period(const double *p0, const double *p1, const double
 
 /* log(x) within an ulp, from IEEE adds, products and one division only, so that the host and
  * the device give the same bits: x = 2^k (1 + f) with 1 + f in [sqrt(1/2), sqrt(2)), and
- * log(1 + f) = f - (hfsq - s (hfsq + R)) with hfsq = f^2 / 2, s = f / (2 + f) and R = 2s^2/3 +
- * 2s^4/5 + ... (atanh's series: |s| <= 0.1716, 14 terms leave under 2^-60), k ln 2 in two parts
- * whose first times k is exact (fdlibm's arrangement). Not correctly rounded: it is one ulp
- * from glibc's log on a few percent of arguments (tests/test_env_op.c counts them); the reward
- * rounds it to float, where such a difference shows about once in 2^29. x <= 0, NaN and infinity
- * as log's. */
-#define DQN_LOG_TERMS 14
+ * log(1 + f) = f - (hfsq - s (hfsq + R)) with hfsq = f^2 / 2, s = f / (2 + f) and R = 2z/3 +
+ * 2z^2/5 + ... in z = s^2 (atanh's series: |s| <= 0.1716, 11 terms leave under 2^-60; summed as
+ * two interleaved chains in z^2, which halves the dependent latency of one Horner chain), k ln 2
+ * in two parts whose first times k is exact (fdlibm's arrangement). Not correctly rounded: it is
+ * one ulp from glibc's log on a few percent of arguments (tests/test_env_op.c counts them); the
+ * reward rounds it to float, where such a difference shows about once in 2^29. x <= 0, NaN and
+ * infinity as log's. */
+#define DQN_LOG_TERMS 11 /* odd: the two chains below */
 DQN_HD double dqn_market_log(double x) {
     if (!(x > 0.0)) return x == 0.0 ? -INFINITY : NAN;
     if (x == INFINITY) return x;
     const double C[DQN_LOG_TERMS] = {
         0x1.5555555555555p-1, 0x1.999999999999ap-2, 0x1.2492492492492p-2, 0x1.c71c71c71c71cp-3,
         0x1.745d1745d1746p-3, 0x1.3b13b13b13b14p-3, 0x1.1111111111111p-3, 0x1.e1e1e1e1e1e1ep-4,
-        0x1.af286bca1af28p-4, 0x1.8618618618618p-4, 0x1.642c8590b2164p-4, 0x1.47ae147ae147bp-4,
-        0x1.2f684bda12f68p-4, 0x1.1a7b9611a7b96p-4};
+        0x1.af286bca1af28p-4, 0x1.8618618618618p-4, 0x1.642c8590b2164p-4};
     const double LN2_HI = 0x1.62e42feep-1, LN2_LO = 0x1.a39ef35793c76p-33;
-    int ex;
-    double m = frexp(x, &ex); /* exact: m in [1/2, 1) */
+    /* x = m 2^ex, m in [1/2, 1), from the bits (frexp's result, without a libm call) */
+    int ex = 0;
+    if (x < 0x1p-1022) { /* subnormal: scaled up first, exactly */
+        x = DQN_MUL(x, 0x1p54);
+        ex = -54;
+    }
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    ex += (int)(bits >> 52) - 1022;
+    bits = (bits & 0x000FFFFFFFFFFFFFull) | 0x3FE0000000000000ull;
+    double m;
+    memcpy(&m, &bits, sizeof m);
     if (m < 0x1.6a09e667f3bcdp-1) { /* below sqrt(1/2): into [1, sqrt(2)) */
         m = m + m;
         ex -= 1;
     }
     const double f = m - 1.0; /* exact (Sterbenz) */
-    const double s = f / (2.0 + f), z = DQN_MUL(s, s);
-    double r = C[DQN_LOG_TERMS - 1];
-    for (int k = DQN_LOG_TERMS - 2; k >= 0; k--) r = DQN_MUL(r, z) + C[k];
-    r = DQN_MUL(r, z);
+    const double s = f / (2.0 + f), z = DQN_MUL(s, s), w = DQN_MUL(z, z);
+    /* R / z = E(w) + z O(w): E the even terms C[0], C[2], .., C[10], O the odd ones */
+    double even = C[DQN_LOG_TERMS - 1], odd = C[DQN_LOG_TERMS - 2];
+    for (int k = DQN_LOG_TERMS - 3; k >= 2; k -= 2) {
+        even = DQN_MUL(even, w) + C[k];
+        odd = DQN_MUL(odd, w) + C[k - 1];
+    }
+    even = DQN_MUL(even, w) + C[0];
+    const double r = DQN_MUL(z, even + DQN_MUL(z, odd));
     const double hfsq = DQN_MUL(0.5, DQN_MUL(f, f)), k = (double)ex;
     return DQN_MUL(k, LN2_HI) - ((hfsq - (DQN_MUL(s, hfsq + r) + DQN_MUL(k, LN2_LO))) - f);
 }
