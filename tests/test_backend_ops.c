@@ -28,6 +28,7 @@
 #include "dqn_philox.h"
 #include "envs/classic.h"
 #include "envs/env.h"
+#include "envs/market.h"
 #include "op_registry.h"
 #include "replay/sumtree.h"
 
@@ -1069,13 +1070,125 @@ static dqn_env cl_cr_env(int kind, int max_steps) {
     return e;
 }
 
-/* s: kind n steps max_steps (kind: DQN_ENV_*). The op resets every slot (actions NULL), then
+/* s: DQN_ENV_MARKET n steps max_steps assets levels window cols episode_len spread. A table of
+ * window + episode_len + spread + 2 rows (z uniform in [-3, 3), prices uniform in [20, 120): the
+ * periods gain, lose, and a short through a price more than doubling hits the ruin floor),
+ * episodes starting in [window, window + spread]; each slot's first decision from flat, then
+ * actions [n, assets] uniform below levels; counters as c_env_step's. The reference: dqn_vecenv
+ * over the market env on the same tables (a host context of them), as c_env_step's; the states
+ * compared as bytes (dqn_market_state: its row, the last period's accounting, the positions). */
+static void c_env_step_market(tc *t) {
+    const int n = t->s[1], steps = t->s[2], max_steps = t->s[3], A = t->s[4], levels = t->s[5];
+    const int W = t->s[6], cols = t->s[7], L = t->s[8], spread = t->s[9];
+    const int first = W, end = W + L + spread, rows = end + 2;
+    const size_t N = (size_t)n, od = (size_t)(W * cols + A), rn = (size_t)steps + 1;
+    const size_t sb = sizeof(dqn_market_state);
+    const uint64_t seed = 0x5EED0000ull + DQN_ENV_MARKET;
+    const float *z = in_f(t, (size_t)rows * cols, -3, 3);
+    tbuf *pb = new_buf(t, T_F64, (size_t)rows * A, B_IN, NULL);
+    for (size_t j = 0; j < pb->n; j++)
+        ((double *)pb->host0)[j] = 20.0 + 100.0 * reg_u01(t->key, t->nb - 1, j);
+    upload(t, pb);
+    const dqn_market_dev m = {.z = z, .price = pb->dev, .rows = rows, .cols = cols, .assets = A,
+                              .levels = levels, .window = W, .first = first, .end = end,
+                              .episode_len = L, .cost = 0.001, .holding = 0.0003,
+                              .reward_scale = 50.0};
+    uint64_t *c0 = reg_xmalloc(N * sizeof *c0);
+    for (size_t i = 0; i < N; i++) c0[i] = i % 3 == 1 ? (1ull << 32) - 2 - i % 7 : i % 5;
+    dqn_env_io io = {.kind = DQN_ENV_MARKET, .math = DQN_ENV_MATH_CR, .n = n,
+                     .max_steps = max_steps, .seed = seed, .stream_base = DQN_STREAM_ENV,
+                     .market = &m};
+    const int32_t *act = in_i(t, (size_t)steps * N * A, (uint32_t)levels);
+    io.counter = in_u64n(t, N, c0);
+    make_out(t, io.counter, "counter");
+    io.state = out_part(t, T_U8, "state", N * sb, N * sb);
+    io.ep_len = out_i(t, "ep_len", N);
+    io.ep_return = out_part(t, T_F64, "ep_return", N, N);
+    float *obs = out_f(t, "obs", rn * N * od), *fobs = out_f(t, "final_obs", rn * N * od);
+    float *rew = out_f(t, "reward", rn * N);
+    uint8_t *term = out_part(t, T_U8, "terminated", rn * N, rn * N);
+    uint8_t *trunc = out_part(t, T_U8, "truncated", rn * N, rn * N);
+    double *dret = out_part(t, T_F64, "done_return", rn * N, rn * N);
+    int32_t *dlen = out_i(t, "done_len", rn * N);
+    for (size_t k = 0; k < rn && !t->failed; k++) {
+        dqn_env_io at = io;
+        at.obs = obs + k * N * od, at.final_obs = fobs + k * N * od, at.reward = rew + k * N;
+        at.terminated = term + k * N, at.truncated = trunc + k * N;
+        at.done_return = dret + k * N, at.done_len = dlen + k * N;
+        OP(t, env_step, &at, k == 0 ? NULL : act + (k - 1) * N * A);
+    }
+    if (!t->ref) {
+        free(c0);
+        return;
+    }
+    dqn_market_ctx x;
+    memset(&x, 0, sizeof x);
+    x.z = hf(t, z);
+    x.data.price = pb->host0;
+    x.data.rows = rows, x.data.assets = A;
+    x.cols = cols, x.assets = A, x.levels = levels, x.window = W, x.first = first, x.end = end;
+    x.episode_len = L, x.cost = m.cost, x.holding = m.holding, x.reward_scale = m.reward_scale;
+    dqn_env env = dqn_env_of(dqn_env_find("market"));
+    env.ctx = &x;
+    env.obs_dim = (int)od;
+    env.n_branches = A;
+    for (int a = 0; a < A; a++) env.branch_sizes[a] = levels;
+    env.max_steps = max_steps;
+    env.state_size = sb;
+    dqn_vecenv v;
+    CHECK_OK(dqn_vecenv_create(&v, &env, n, seed, DQN_STREAM_ENV));
+    for (size_t i = 0; i < N; i++) v.rng[i].counter = c0[i];
+    double *wo = want(t, obs), *wf = want(t, fobs), *wr = want(t, rew), *wt = want(t, term);
+    double *wu = want(t, trunc), *wd = want(t, dret), *wl = want(t, dlen);
+    const float ruin = (float)(m.reward_scale * dqn_market_log(DQN_MARKET_RUIN));
+    long truncations = 0, ruins = 0;
+    for (size_t k = 0; k < rn; k++) {
+        CHECK_OK(k == 0 ? dqn_vecenv_reset(&v)
+                        : dqn_vecenv_step(&v, hi(t, act) + (k - 1) * N * A));
+        for (size_t j = 0; j < N * od; j++) {
+            wo[k * N * od + j] = v.obs[j];
+            wf[k * N * od + j] = v.final_obs[j];
+        }
+        for (size_t i = 0; i < N; i++) {
+            size_t r = k * N + i;
+            wr[r] = v.reward[i], wt[r] = v.terminated[i], wu[r] = v.truncated[i];
+            wd[r] = v.done_return[i], wl[r] = v.done_len[i];
+            truncations += v.truncated[i], ruins += v.reward[i] == ruin;
+        }
+    }
+    double *ws = want(t, io.state), *wc = want(t, io.counter), *wel = want(t, io.ep_len);
+    double *wer = want(t, io.ep_return);
+    for (size_t j = 0; j < N * sb; j++) ws[j] = v.state[j];
+    for (size_t i = 0; i < N; i++)
+        wc[i] = (double)v.rng[i].counter, wel[i] = v.ep_len[i], wer[i] = v.ep_return[i];
+    CHECK(steps < max_steps || truncations > 0, "%s: no truncation", t->where);
+    CHECK(A > 1 || steps * n < 200 || ruins > 0, "%s: no period reached the ruin floor",
+          t->where);
+    dqn_vecenv_destroy(&v);
+    free(c0);
+    dqn_env_io bad = io;
+    bad.market = NULL;
+    REFUSE(t, env_step, &bad, NULL);
+    bad = io, bad.max_steps = L + 1;
+    REFUSE(t, env_step, &bad, NULL);
+    dqn_market_dev bm = m;
+    bm.end = rows;
+    bad = io, bad.market = &bm;
+    REFUSE(t, env_step, &bad, NULL);
+}
+
+/* s: kind n steps max_steps (kind: DQN_ENV_*; DQN_ENV_MARKET: c_env_step_market's). The op
+ * resets every slot (actions NULL), then
  * steps them `steps` times, each call's outputs into its own rows (row 0: the reset's), under
  * actions uniform below the env's count; the streams start at counters near 2^32 for a share of
  * the slots (the index's high word). The reference: dqn_vecenv over the same dynamics and math,
  * seed and streams, its outputs after each call, its state, counters, lengths and returns at
  * the end. */
 static void c_env_step(tc *t) {
+    if (t->s[0] == DQN_ENV_MARKET) {
+        c_env_step_market(t);
+        return;
+    }
     const int kind = t->s[0], n = t->s[1], steps = t->s[2], max_steps = t->s[3];
     const dqn_env env = cl_cr_env(kind, max_steps);
     const size_t od = (size_t)env.obs_dim, sd = env.state_size / sizeof(double), N = (size_t)n;
@@ -1143,7 +1256,7 @@ static void c_env_step(tc *t) {
     dqn_vecenv_destroy(&v);
     free(c0);
     dqn_env_io bad = io;
-    bad.kind = (dqn_env_kind)3;
+    bad.kind = (dqn_env_kind)4;
     REFUSE(t, env_step, &bad, NULL);
     bad = io, bad.n = 0;
     REFUSE(t, env_step, &bad, NULL);
@@ -2206,7 +2319,12 @@ static const row ROWS[] = {
             S(DQN_ENV_MOUNTAINCAR, 37, 250, 200), S(DQN_ENV_MOUNTAINCAR, 300, 60, 0),
             S(DQN_ENV_CARTPOLE, 1000, 120, 60), S(DQN_ENV_ACROBOT, 1000, 60, 30),
             S_BIG(DQN_ENV_CARTPOLE, 65537, 40, 30), S_BIG(DQN_ENV_ACROBOT, 20000, 60, 50),
-            S_BIG(DQN_ENV_MOUNTAINCAR, 65537, 40, 30)),
+            S_BIG(DQN_ENV_MOUNTAINCAR, 65537, 40, 30),
+            S(DQN_ENV_MARKET, 1, 300, 7, 1, 3, 1, 1, 7, 5),
+            S(DQN_ENV_MARKET, 37, 120, 30, 4, 5, 8, 9, 30, 40),
+            S(DQN_ENV_MARKET, 5, 200, 64, 16, 63, 3, 20, 64, 100),
+            S(DQN_ENV_MARKET, 300, 40, 13, 2, 3, 2, 3, 20, 0),
+            S_BIG(DQN_ENV_MARKET, 20000, 40, 16, 4, 3, 8, 7, 16, 500)),
      .nmse = EXACT,
      .nmse_dev = EXACT},
     {.op = "explore",

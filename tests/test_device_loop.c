@@ -1,13 +1,14 @@
 /* The trainer's device env loop (env_loop = device) on the CPU backend against the host loop:
  * CartPole, 4 envs, n_step 3, uniform and prioritised replay, a few thousand steps with updates
- * (and Acrobot and MountainCar, whose slots' states differ in size),
+ * (and Acrobot and MountainCar, whose slots' states differ in size, and the market: two action
+ * branches, its tables in backend memory, episodes truncated at episode_len),
  * run in chunks of different lengths so that the device state goes back to the host and up again
  * between them. Both must end with the same parameters, target, Adam moments, replay (rows,
  * position, size, sum-tree), env vector, n-step windows and counters, bit for bit, and the same
  * stats (episodes, mean_return, updates, loss, gradient norm). A device run saved in the middle
  * and resumed gives the uninterrupted run's bits; so does a host run's checkpoint continued by
  * the device loop, and a device run's continued by the host loop. env_loop = device is refused
- * for the market env and for a host's own env; host is the default. */
+ * for a host's own env (external); auto, the default, is the host loop on the cpu backend. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "envs/market.h"
 #include "train/trainer_internal.h"
 
 #define TOTAL 3000
@@ -37,6 +39,14 @@ static void config_of(dqn_config *c, const char *env, const char *replay, const 
     snprintf(c->device, sizeof c->device, "cpu");
     snprintf(c->replay, sizeof c->replay, "%s", replay);
     snprintf(c->env_loop, sizeof c->env_loop, "%s", loop);
+    if (strcmp(env, "market") == 0) {
+        /* a small synthetic market: two assets of 5 levels (two branches), short episodes */
+        c->synth_rows = 1500;
+        c->synth_assets = 2;
+        c->position_levels = 5;
+        c->window = 4;
+        c->episode_len = 50;
+    }
 }
 
 /* Everything a trainer's run leaves, as host bytes, for memcmp. */
@@ -47,11 +57,11 @@ typedef struct {
     size_t rbytes;
     char *nstep;
     size_t nbytes;
-    float obs[64];
+    float obs[4096];
     double ep_return[16], ep_ret[16];
     int32_t ep_len[16];
     uint64_t env_counter[16], actor_step, model_step;
-    unsigned char env_state[16 * 64];
+    unsigned char env_state[16 * 256];
     dqn_train_stats st;
     int64_t since_update;
     uint64_t act_steps;
@@ -74,6 +84,12 @@ static void take(dqn_trainer *t, snap *s) {
     CHECK_OK(dqn_replay_export(&t->replay, s->replay));
     dqn_nstep_state_save(&t->nstep, s->nstep);
     const dqn_vecenv *v = &t->venv;
+    if (v->n > 16 || (size_t)v->n * v->env.obs_dim > sizeof s->obs / sizeof s->obs[0] ||
+        (size_t)v->n * v->env.state_size > sizeof s->env_state) {
+        fprintf(stderr, "test_device_loop: %d envs of obs %d, state %zu bytes: raise snap's "
+                "arrays\n", v->n, v->env.obs_dim, v->env.state_size);
+        exit(1);
+    }
     memcpy(s->obs, v->obs, (size_t)v->n * v->env.obs_dim * sizeof(float));
     memcpy(s->ep_return, v->ep_return, (size_t)v->n * sizeof(double));
     memcpy(s->ep_ret, t->ep_ret, (size_t)v->n * sizeof(double));
@@ -183,6 +199,14 @@ static void run_case(const char *env, const char *replay, int learning_starts) {
           "%s: %lld updates, %lld episodes, mean_return %g, mean_q %g: want a run with updates "
           "and episodes", replay, (long long)b.st.updates, (long long)b.st.episodes,
           b.st.mean_return, b.st.mean_q);
+    /* the market's run crosses its time limit in every env and trains */
+    CHECK(strcmp(env, "market") != 0 ||
+              (td->dl.io.kind == DQN_ENV_MARKET && td->dl.io.market &&
+               b.st.updates > 500 && b.st.episodes >= 4 * (TOTAL / 4 / 50) &&
+               isfinite(b.st.mean_return)),
+          "market %s: kind %d, %lld updates, %lld episodes, mean_return %g", replay,
+          (int)td->dl.io.kind, (long long)b.st.updates, (long long)b.st.episodes,
+          b.st.mean_return);
     printf("%-12s %-12s %lld env steps, %lld updates, %lld episodes, mean_return %.3f, loss %.4g: "
            "host loop against device loop\n", env, replay, (long long)b.st.env_steps,
            (long long)b.st.updates, (long long)b.st.episodes, b.st.mean_return, b.st.last_loss);
@@ -252,22 +276,32 @@ static void test_choice(void) {
           "env_loop device with 2 ranks: \"%s\"", dqn_last_error());
     snprintf(c.env_loop, sizeof c.env_loop, "auto");
     CHECK_OK(dqn_config_validate(&c));
-    /* auto on the market env is the host loop, not an error */
-    CHECK_OK(dqn_config_preset(&c, "market"));
-    snprintf(c.device, sizeof c.device, "cpu");
+    /* the market: auto is the host loop on the cpu, device its tables in backend memory; on
+     * cuda, auto and device with one rank are valid (auto takes the device loop there) */
+    config_of(&c, "market", "uniform", "auto");
     t = make(&c);
-    CHECK(!t->dl.on, "market with env_loop auto chose the device loop");
+    CHECK(!t->dl.on, "market with env_loop auto chose the device loop on the cpu");
     dqn_trainer_destroy(t);
-    /* the market env and a host's env step on the host */
-    CHECK_OK(dqn_config_preset(&c, "market"));
-    snprintf(c.device, sizeof c.device, "cpu");
-    CHECK(dqn_config_set(&c, "env_loop", "device") == DQN_OK, "env_loop device: a valid key");
-    t = NULL;
-    dqn_status s = dqn_trainer_create(&c, &t);
-    CHECK(s == DQN_ERR_ARG && !t && strstr(dqn_last_error(), "env_loop") &&
-              strstr(dqn_last_error(), "market"),
-          "market with env_loop device: status %d, \"%s\"", (int)s, dqn_last_error());
-    if (t) dqn_trainer_destroy(t);
+    config_of(&c, "market", "uniform", "device");
+    t = make(&c);
+    CHECK(t->dl.on && t->dl.io.kind == DQN_ENV_MARKET && t->dl.io.market == &t->dl.market &&
+              t->dl.market.z && t->dl.market.z != ((const dqn_market_ctx *)t->env.ctx)->z,
+          "market with env_loop device: loop %d, kind %d", t->dl.on, (int)t->dl.io.kind);
+    dqn_trainer_destroy(t);
+    snprintf(c.device, sizeof c.device, "cuda");
+    CHECK_OK(dqn_config_validate(&c));
+    snprintf(c.env_loop, sizeof c.env_loop, "auto");
+    CHECK_OK(dqn_config_validate(&c));
+    /* a host's env steps on the host */
+    CHECK_OK(dqn_config_preset(&c, "cartpole"));
+    CHECK_OK(dqn_config_set(&c, "env", "external"));
+    CHECK_OK(dqn_config_set(&c, "obs_dim", "4"));
+    CHECK_OK(dqn_config_set(&c, "branches", "2"));
+    CHECK_OK(dqn_config_set(&c, "env_loop", "device"));
+    CHECK(dqn_config_validate(&c) == DQN_ERR_ARG && strstr(dqn_last_error(), "env_loop") &&
+              strstr(dqn_last_error(), "external"),
+          "env external with env_loop device: \"%s\"", dqn_last_error());
+    dqn_status s;
     config_of(&c, "cartpole", "uniform", "device");
     dqn_env_api env;
     CHECK_OK(dqn_env_builtin("cartpole", &env));
@@ -289,5 +323,8 @@ int main(void) {
     /* the other two envs' states (4 and 2 doubles a slot) through the same loop */
     run_case("acrobot", "uniform", 200);
     run_case("mountaincar", "prioritized", 200);
+    /* the market: [n, 2] actions, 160-byte slots, its tables uploaded at create */
+    run_case("market", "uniform", 200);
+    run_case("market", "prioritized", 200);
     return check_finish("test_device_loop");
 }

@@ -8,8 +8,15 @@
  *      of results that differ is printed (glibc is not correctly rounded), and each difference
  *      must be one ulp with the correctly rounded side the closer to the true value (sinl /
  *      cosl in long double, or the exact square x * x + fma residual);
- *   3. the op's argument checks.
+ *   3. the op's argument checks;
+ *   4. env_step on the market (DQN_ENV_MARKET, its tables copied out of the env's context as a
+ *      device upload would) against dqn_vecenv over the market env of the market preset's
+ *      synthetic data, bit for bit as in 1 (the states are dqn_market_state's bytes), over a few
+ *      hundred steps with resets and truncations, and its refusals; the market's own log
+ *      (market/period.h, the same bits on every backend) against glibc's: within one ulp on
+ *      every argument, different on a few percent (printed), exact where log is exact.
  * DQN_ENV_MATH_SCALE=k runs k times the rollouts of part 2 (a longer measurement). */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +31,7 @@ static void trace(int what, double x);
 #include "dqn_philox.h"
 #include "envs/classic_step.h"
 #include "envs/env.h"
+#include "envs/market.h"
 
 /* ---- 1. the op against the vector ---- */
 
@@ -226,6 +234,147 @@ static void refusals(dqn_backend *cpu) {
     CHECK(cpu->ops->env_step(cpu, NULL, NULL) == DQN_ERR_ARG, "NULL io accepted");
 }
 
+/* ---- 4. the market ---- */
+
+static void market_vs_vecenv(dqn_backend *cpu, int assets, int levels, int episode_len, int n,
+                             int steps) {
+    dqn_config c;
+    CHECK_OK(dqn_config_preset(&c, "market"));
+    c.synth_rows = 1200;
+    c.synth_assets = assets;
+    c.position_levels = levels;
+    c.episode_len = episode_len;
+    c.cost = 0.0007;
+    c.holding_cost = 0.0002;
+    dqn_env env;
+    CHECK_OK(dqn_env_open(&c, &env));
+    if (!env.ctx) return;
+    const dqn_market_ctx *x = env.ctx;
+    const uint64_t seed = 777 + (uint64_t)assets;
+    dqn_vecenv v;
+    CHECK_OK(dqn_vecenv_create(&v, &env, n, seed, DQN_STREAM_ENV));
+    const size_t N = (size_t)n, od = (size_t)env.obs_dim, D = (size_t)env.n_branches;
+    const size_t rows = (size_t)x->data.rows;
+    /* the tables in buffers of their own: the op reads io->market only */
+    dqn_market_dev m = dqn_market_dev_of(x);
+    float *z = test_xcalloc(rows * (size_t)x->cols, sizeof(float));
+    double *price = test_xcalloc(rows * (size_t)x->assets, sizeof(double));
+    memcpy(z, x->z, rows * (size_t)x->cols * sizeof(float));
+    memcpy(price, x->data.price, rows * (size_t)x->assets * sizeof(double));
+    m.z = z, m.price = price;
+    dqn_env_io io = {.kind = DQN_ENV_MARKET, .math = DQN_ENV_MATH_CR, .n = n,
+                     .max_steps = env.max_steps, .seed = seed, .stream_base = DQN_STREAM_ENV,
+                     .market = &m};
+    CHECK(env.state_size == sizeof(dqn_market_state), "market state %zu bytes", env.state_size);
+    io.state = test_xcalloc(N, env.state_size);
+    io.counter = test_xcalloc(N, sizeof(uint64_t));
+    io.ep_len = test_xcalloc(N, sizeof(int32_t));
+    io.ep_return = test_xcalloc(N, sizeof(double));
+    io.obs = test_xcalloc(N * od, sizeof(float));
+    io.final_obs = test_xcalloc(N * od, sizeof(float));
+    io.reward = test_xcalloc(N, sizeof(float));
+    io.terminated = test_xcalloc(N, 1);
+    io.truncated = test_xcalloc(N, 1);
+    io.done_return = test_xcalloc(N, sizeof(double));
+    io.done_len = test_xcalloc(N, sizeof(int32_t));
+    int32_t *act = test_xcalloc(N * D, sizeof(int32_t));
+    long first_bad = -1, truncations = 0, nonzero = 0;
+    for (int k = 0; k <= steps && first_bad < 0; k++) {
+        /* mostly held positions, so that some periods trade and some do not */
+        for (size_t j = 0; j < N * D; j++)
+            if (k <= 1 || dqn_philox_uniform(9, DQN_STREAM_EXPLORE, 2 * ((uint64_t)k * N * D + j)) < 0.3f)
+                act[j] = (int32_t)dqn_philox_below(9, DQN_STREAM_EXPLORE,
+                                                   2 * ((uint64_t)k * N * D + j) + 1,
+                                                   (uint32_t)levels);
+        CHECK_OK(k == 0 ? dqn_vecenv_reset(&v) : dqn_vecenv_step(&v, act));
+        CHECK_OK(cpu->ops->env_step(cpu, &io, k == 0 ? NULL : act));
+        int ok = same(io.obs, v.obs, N * od * sizeof(float)) &&
+                 same(io.final_obs, v.final_obs, N * od * sizeof(float)) &&
+                 same(io.reward, v.reward, N * sizeof(float)) &&
+                 same(io.terminated, v.terminated, N) && same(io.truncated, v.truncated, N) &&
+                 same(io.done_return, v.done_return, N * sizeof(double)) &&
+                 same(io.done_len, v.done_len, N * sizeof(int32_t)) &&
+                 same(io.ep_len, v.ep_len, N * sizeof(int32_t)) &&
+                 same(io.ep_return, v.ep_return, N * sizeof(double)) &&
+                 same(io.state, v.state, N * env.state_size);
+        for (size_t i = 0; i < N; i++) {
+            ok &= io.counter[i] == v.rng[i].counter;
+            truncations += v.truncated[i];
+            nonzero += v.reward[i] != 0.0f;
+        }
+        if (!ok) first_bad = k;
+    }
+    CHECK(first_bad < 0, "market (%d assets, %d levels, %d envs, episode_len %d): the op and the "
+          "vector differ at call %ld", assets, levels, n, episode_len, first_bad);
+    CHECK(truncations >= (long)N * (steps / episode_len) && nonzero > (long)N * steps / 2,
+          "market: %ld truncations, %ld nonzero rewards in %d steps", truncations, nonzero,
+          steps);
+    printf("  %-12s %5d envs x %4d steps, %d assets, %d levels, episode_len %3d: %ld "
+           "truncations: %s\n", "market", n, steps, assets, levels, episode_len, truncations,
+           first_bad < 0 ? "the same bits" : "they differ");
+
+    /* refusals: the data missing, a time limit past the episode (a slot would walk off the
+     * table), a window reaching before the first row */
+    dqn_env_io bad = io;
+    bad.market = NULL;
+    CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG &&
+              strstr(dqn_last_error(), "env_step"), "market without data: %s", dqn_last_error());
+    bad = io, bad.max_steps = episode_len + 1;
+    CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG, "max_steps past episode_len accepted");
+    bad = io, bad.max_steps = 0;
+    CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG, "max_steps 0 accepted");
+    dqn_market_dev bm = m;
+    bad = io, bad.market = &bm;
+    bm.first = bm.window - 2;
+    CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG, "first row before the window");
+    bm = m, bm.end = bm.rows;
+    CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG, "end at the table's last row + 1");
+    bm = m, bm.z = NULL;
+    CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG, "NULL z table");
+    bm = m, bm.assets = DQN_MARKET_MAX_ASSETS + 1;
+    CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG, "too many assets");
+
+    void *bufs[] = {io.state, io.counter, io.ep_len, io.ep_return, io.obs, io.final_obs,
+                    io.reward, io.terminated, io.truncated, io.done_return, io.done_len, act,
+                    z, price};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+    dqn_vecenv_destroy(&v);
+    dqn_env_close(&env);
+}
+
+static void market_log_measure(void) {
+    long n = 0, diff = 0, far = 0;
+    for (uint64_t i = 0; i < 2000000; i++) {
+        double u = dqn_philox_double(5, 2, i);
+        /* 1 + R of the periods, and the whole range from the ruin floor up */
+        double x = i % 2 ? 1.0 + 0.4 * (u - 0.5) : exp(-20.8 + 35.0 * u);
+        double a = dqn_market_log(x), b = log(x);
+        n++;
+        if (a != b) {
+            diff++;
+            if (nextafter(a, b) != b) far++;
+        }
+    }
+    CHECK(far == 0, "market log: %ld results more than one ulp from glibc's", far);
+    CHECK(diff < n / 20, "market log: %ld of %ld results differ from glibc's", diff, n);
+    printf("  market log   %9ld arguments: %ld differ from glibc's by one ulp (%.2g%%)\n", n,
+           diff, 100.0 * (double)diff / (double)n);
+    double l1 = dqn_market_log(1.0);
+    CHECK(l1 == 0.0 && !signbit(l1), "market log(1) = %a", l1);
+    for (int k = -30; k <= 30; k++)
+        CHECK(fabs(dqn_market_log(ldexp(1.0, k)) - k * 0.6931471805599453) <= 1e-15 * abs(k),
+              "market log(2^%d) = %a", k, dqn_market_log(ldexp(1.0, k)));
+    CHECK(dqn_market_log(DQN_MARKET_RUIN) == log(DQN_MARKET_RUIN), "the ruin floor's log");
+    const double sub[] = {0x1p-1074, 0x1.8p-1060, 0x1.fffffffffffffp-1023, DBL_MAX};
+    for (size_t k = 0; k < sizeof sub / sizeof sub[0]; k++) {
+        double a = dqn_market_log(sub[k]), b = log(sub[k]);
+        CHECK(a == b || nextafter(a, b) == b, "market log(%a) = %a, glibc's %a", sub[k], a, b);
+    }
+    CHECK(dqn_market_log(0.0) == -INFINITY && isnan(dqn_market_log(-1.0)) &&
+              dqn_market_log(INFINITY) == INFINITY && isnan(dqn_market_log(NAN)),
+          "market log's special values");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     dqn_backend *cpu = NULL;
@@ -244,6 +393,11 @@ int main(void) {
     math_points();
     math_measure(scale);
     refusals(cpu);
+    printf("env_step (market) against dqn_vecenv:\n");
+    market_vs_vecenv(cpu, 4, 3, 128, 8, 400);
+    market_vs_vecenv(cpu, 3, 5, 37, 5, 300);
+    market_vs_vecenv(cpu, 1, 7, 1, 3, 50);
+    market_log_measure();
     cpu->ops->destroy(cpu);
     return check_finish("test_env_op");
 }

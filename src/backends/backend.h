@@ -95,16 +95,33 @@ typedef struct {
     uint64_t stride[DQN_MAX_DRAWS];
 } dqn_draws;
 
-/* The classic control envs the env_step op runs (their dynamics: envs/classic.h). */
-typedef enum { DQN_ENV_CARTPOLE = 0, DQN_ENV_ACROBOT = 1, DQN_ENV_MOUNTAINCAR = 2 } dqn_env_kind;
+/* The envs the env_step op runs: the classic control ones (their dynamics: envs/classic.h) and
+ * the market (envs/market_step.h). */
+typedef enum {
+    DQN_ENV_CARTPOLE = 0,
+    DQN_ENV_ACROBOT = 1,
+    DQN_ENV_MOUNTAINCAR = 2,
+    DQN_ENV_MARKET = 3
+} dqn_env_kind;
 /* Which sin, cos and square the dynamics use: the correctly rounded ones of envs/classic_math.h
  * (every backend, the same bits), or libm's (the CPU only: the CPU envs' bits, Gymnasium's). */
 typedef enum { DQN_ENV_MATH_CR = 0, DQN_ENV_MATH_LIBM = 1 } dqn_env_math;
 
-/* n slots of one classic env, struct of arrays in backend memory, laid out as dqn_vecenv's
- * buffers: slot i draws its resets from the Philox stream (seed, stream_base + i) at index
- * counter[i] onwards. state, counter, ep_len and ep_return carry from step to step; the rest
- * is what one step writes (a caller may point them elsewhere on every call). */
+/* The market env's read-only data for env_step, as its host context (envs/market.h) holds it:
+ * the tables in backend memory, the sizes and costs by value. The struct itself is host memory,
+ * read when the op is called (a captured graph keeps those values). */
+typedef struct {
+    const float *z;             /* [rows, cols] the standardised table */
+    const double *price;        /* [rows, assets] */
+    int rows, cols, assets, levels, window;
+    int first, end, episode_len;  /* episodes start at a uniform row of [first, end - episode_len] */
+    double cost, holding, reward_scale;
+} dqn_market_dev;
+
+/* n slots of one env, struct of arrays in backend memory, laid out as dqn_vecenv's buffers:
+ * slot i draws its resets from the Philox stream (seed, stream_base + i) at index counter[i]
+ * onwards. state, counter, ep_len and ep_return carry from step to step; the rest is what one
+ * step writes (a caller may point them elsewhere on every call). */
 typedef struct {
     dqn_env_kind kind;
     dqn_env_math math;
@@ -112,7 +129,10 @@ typedef struct {
     int max_steps;              /* truncation after this many steps (0: never) */
     uint64_t seed;
     uint32_t stream_base;
-    double *state;              /* [n, state_dim]: 4 (cartpole, acrobot) or 2 (mountaincar) */
+    /* [n] slots of the env's state_size bytes, dqn_vecenv's layout: 4 doubles (cartpole,
+     * acrobot), 2 (mountaincar), a dqn_market_state (market: envs/market_step.h) */
+    void *state;
+    const dqn_market_dev *market;   /* DQN_ENV_MARKET's data (other kinds: unused) */
     uint64_t *counter;          /* [n] each slot's next draw */
     int32_t *ep_len;            /* [n] steps in the current episode */
     double *ep_return;          /* [n] return of the current episode */

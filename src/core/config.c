@@ -89,10 +89,11 @@ static const cfg_row rows[] = {
                "run directory; \"\" = runs/<env>-<seed>-<YYYYmmdd-HHMMSS>"),
     CFG_INT(num_envs, 1, 4096, "1", "envs stepped together (vectorised)"),
     CFG_ENUM(env_loop, "auto|host|device", "auto",
-             "where cartpole, acrobot and mountaincar step: host = the host's vector; device = "
-             "backend memory (one graph a step on cuda; cpu: libm's math, the host loop's bits; "
-             "cuda: correctly rounded sin and cos, the same dynamics with last-bit differences); "
-             "auto = device on cuda with one rank, else host; market and external: host"),
+             "where the built-in envs step: host = the host's vector; device = backend memory "
+             "(one graph a step on cuda; cpu: libm's math, the host loop's bits; cuda: correctly "
+             "rounded sin and cos, the same dynamics with last-bit differences; the market's "
+             "steps are the host's); auto = device on cuda with one rank, else host; external: "
+             "host"),
     CFG_INT(log_interval, 1, INT_MAX, "1000", "env steps between metrics rows"),
     CFG_INT(eval_episodes, 1, 100000, "20", "greedy episodes of the final evaluation"),
     CFG_INT(eval_interval, 0, INT_MAX, "0",
@@ -756,11 +757,10 @@ dqn_status dqn_config_validate(const dqn_config *c) {
     if (strcmp(c->env_loop, "device") == 0 && c->ranks > 1)
         return dqn_error_user(DQN_ERR_ARG, "env_loop device runs one rank, got ranks %d (env_loop "
                               "host or auto)", c->ranks);
-    if (strcmp(c->env_loop, "device") == 0 &&
-        (strcmp(c->env, "market") == 0 || strcmp(c->env, "external") == 0))
+    if (strcmp(c->env_loop, "device") == 0 && strcmp(c->env, "external") == 0)
         return dqn_error_user(DQN_ERR_ARG,
-                              "env_loop device needs a built-in classic env (cartpole, acrobot, "
-                              "mountaincar), got env %s: its steps run on the host (env_loop "
-                              "host or auto)", c->env);
+                              "env_loop device needs a built-in env (cartpole, acrobot, "
+                              "mountaincar, market), got env %s: its steps run on the host "
+                              "(env_loop host or auto)", c->env);
     return validate_market(c);
 }

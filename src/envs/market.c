@@ -1,12 +1,11 @@
-/* The market env: accounting by dqn_market_period, observations from the standardised table. */
+/* The market env: its context (the standardised table of a fold) and the vector API over the
+ * slot code it shares with the env_step op (envs/market_step.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "dqn_philox.h"
 #include "envs/market.h"
-
-double dqn_market_position(int k, int n) { return -1.0 + 2.0 * k / (n - 1); }
 
 void dqn_market_ctx_destroy(dqn_market_ctx *x) {
     if (!x) return;
@@ -56,40 +55,29 @@ dqn_status dqn_market_ctx_create(const dqn_config *c, dqn_market_data *data, int
     return DQN_OK;
 }
 
-/* Rows t - window + 1 .. t of the table, then the positions held. */
-static void observe(const dqn_market_ctx *x, const dqn_market_state *s, float *obs) {
-    size_t n = (size_t)x->window * x->cols;
-    memcpy(obs, x->z + (size_t)(s->t - x->window + 1) * x->cols, n * sizeof *obs);
-    for (int a = 0; a < x->assets; a++) obs[n + a] = (float)s->pos[a];
+dqn_market_dev dqn_market_dev_of(const dqn_market_ctx *x) {
+    return (dqn_market_dev){.z = x->z, .price = x->data.price, .rows = x->data.rows,
+                            .cols = x->cols, .assets = x->assets, .levels = x->levels,
+                            .window = x->window, .first = x->first, .end = x->end,
+                            .episode_len = x->episode_len, .cost = x->cost,
+                            .holding = x->holding, .reward_scale = x->reward_scale};
 }
 
 void dqn_market_start(const dqn_market_ctx *x, dqn_market_state *s, int t, float *obs) {
-    memset(s, 0, sizeof *s);
-    s->t = t;
-    observe(x, s, obs);
+    const dqn_market_dev m = dqn_market_dev_of(x);
+    dqn_market_start_at(&m, s, t, obs);
 }
 
-/* An episode starts at a uniform row of [first, end - episode_len], flat. */
 static void market_reset1(const void *ctx, void *state, dqn_rng *rng, float *obs) {
-    const dqn_market_ctx *x = ctx;
-    uint32_t starts = (uint32_t)(x->end - x->episode_len - x->first + 1);
-    dqn_market_start(x, state, x->first + (int)dqn_rng_below(rng, starts), obs);
+    const dqn_market_dev m = dqn_market_dev_of(ctx);
+    dqn_market_reset1(&m, state, rng->seed, rng->stream, &rng->counter, obs);
 }
 
 void dqn_market_step1(const void *ctx, void *state, const int32_t *action, float *obs,
-                        float *reward, int *terminated) {
-    const dqn_market_ctx *x = ctx;
-    dqn_market_state *s = state;
-    double w[DQN_MARKET_MAX_ASSETS];
-    for (int a = 0; a < x->assets; a++) w[a] = dqn_market_position(action[a], x->levels);
-    const double *p0 = x->data.price + (size_t)s->t * x->assets;
-    s->ret = dqn_market_period(p0, p0 + x->assets, s->pos, w, x->assets, x->cost, x->holding,
-                               &s->turnover, &s->gross);
-    memcpy(s->pos, w, (size_t)x->assets * sizeof *w);
-    s->t++;
-    *reward = (float)(x->reward_scale * dqn_market_log_return(s->ret));
-    *terminated = 0; /* a trading episode only ends at its time limit (truncation) */
-    observe(x, s, obs);
+                      float *reward, int *terminated) {
+    const dqn_market_dev m = dqn_market_dev_of(ctx);
+    *reward = dqn_market_step(&m, state, action, obs);
+    *terminated = 0;
 }
 
 #define MARKET_OBS(ctx) \

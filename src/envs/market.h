@@ -6,6 +6,7 @@
 #define DQN_ENVS_MARKET_H
 #include "envs/env.h"
 #include "market/market.h"
+#include "envs/market_step.h"
 
 /* An instance's data, shared read-only by every env of a vector. */
 typedef struct {
@@ -18,19 +19,14 @@ typedef struct {
     float *z;                  /* [rows, cols] standardised returns and features */
 } dqn_market_ctx;
 
-/* One env's state. */
-typedef struct {
-    int64_t t;                 /* the row of the next decision */
-    double ret, turnover, gross;   /* the last period's net return, turnover and gross exposure */
-    double pos[DQN_MARKET_MAX_ASSETS];   /* positions held, each in [-1, 1] */
-} dqn_market_state;
+/* One env's state: dqn_market_state (envs/market_step.h, where its reset and step are). */
 
 /* Takes the data (moved into the context) and builds fold `fold`'s context. */
 dqn_status dqn_market_ctx_create(const dqn_config *c, dqn_market_data *data, int fold,
                                  dqn_market_ctx **out);
 void dqn_market_ctx_destroy(dqn_market_ctx *x);
-/* Position of action level k of n: -1 + 2k / (n - 1). */
-double dqn_market_position(int k, int n);
+/* The context's tables and settings as env_step reads them (its pointers: the host's). */
+dqn_market_dev dqn_market_dev_of(const dqn_market_ctx *x);
 /* Puts an env at decision row t with flat positions and writes its observation. */
 void dqn_market_start(const dqn_market_ctx *x, dqn_market_state *s, int t, float *obs);
 /* One step of one slot (ctx: a dqn_market_ctx): walk-forward evaluation steps it outside a vector. */

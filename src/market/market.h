@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "dqn.h"
+#include "market/period.h"
 
 #define DQN_MARKET_MAX_ASSETS DQN_CFG_MAX_BRANCHES
 
@@ -72,17 +73,7 @@ void dqn_market_norm(const dqn_market_data *d, int lo, int hi, double *mean, dou
 void dqn_market_zscore(const dqn_market_data *d, const double *mean, const double *std, float *z);
 
 /* ---- accounting, metrics and baselines (metrics.c) ---- */
-/* One period: positions w_prev (each in [-1, 1], per asset) become w at row t's price p0 and are
- * held to row t + 1's price p1. Each asset carries 1/assets of the capital times its position.
- * Returns the net simple return
- *   R = sum_a w_a / A * (p1_a / p0_a - 1) - cost * turnover - holding * gross,
- * turnover = sum_a |w_a - w_prev_a| / A, gross = sum_a |w_a| / A. */
-double dqn_market_period(const double *p0, const double *p1, const double *w_prev,
-                         const double *w, int assets, double cost, double holding,
-                         double *turnover, double *gross);
-/* log(1 + R), 1 + R floored at DQN_MARKET_RUIN (a short through a price more than doubling). */
-#define DQN_MARKET_RUIN 1e-9
-double dqn_market_log_return(double R);
+/* One period's net return and log-return: market/period.h (host and device code). */
 
 typedef struct {
     int periods;

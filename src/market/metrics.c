@@ -1,24 +1,8 @@
-/* Portfolio accounting of one period, the performance metrics of a return series, and the
- * buy-and-hold baseline (docs/market.md gives the definitions). */
+/* The performance metrics of a return series and the buy-and-hold baseline (docs/market.md gives
+ * the definitions; one period's accounting is market/period.h, shared with the device). */
 #include <math.h>
 
 #include "market/market.h"
-
-double dqn_market_period(const double *p0, const double *p1, const double *w_prev,
-                         const double *w, int assets, double cost, double holding,
-                         double *turnover, double *gross) {
-    double gain = 0, traded = 0, exposure = 0;
-    for (int a = 0; a < assets; a++) {
-        gain += w[a] * (p1[a] / p0[a] - 1.0);
-        traded += fabs(w[a] - w_prev[a]);
-        exposure += fabs(w[a]);
-    }
-    *turnover = traded / assets;
-    *gross = exposure / assets;
-    return gain / assets - cost * *turnover - holding * *gross;
-}
-
-double dqn_market_log_return(double R) { return log(fmax(1.0 + R, DQN_MARKET_RUIN)); }
 
 void dqn_market_metrics_of(const double *R, const double *turnover, const double *gross, int n,
                            double periods_per_year, dqn_market_metrics *m) {

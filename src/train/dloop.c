@@ -3,28 +3,57 @@
  * backend with graphs an env step is one graph launch and the updates the schedule owes are the
  * update graph's launches, with no host round trip. On the CPU the same ops run eagerly and,
  * with libm's env math, give the host loop's bits: the same actions, replay rows, updates and
- * parameters. The host reads the state back at the end of each dqn_trainer_run_until. */
+ * parameters. The host reads the state back at the end of each dqn_trainer_run_until. The
+ * market env's tables go up once, at create: its slots read them on every step. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "dqn_philox.h"
+#include "envs/market.h"
 #include "train/trainer_internal.h"
 
-static int classic_kind(const char *env, dqn_env_kind *kind) {
+/* The env_step kind of the trainer's env, if it is a built-in that the op runs (a host's own
+ * env is "external" by then, whatever its name). */
+static int env_kind(const dqn_trainer *t, dqn_env_kind *kind) {
     static const struct {
         const char *name;
         dqn_env_kind kind;
     } k[] = {{"cartpole", DQN_ENV_CARTPOLE},
              {"acrobot", DQN_ENV_ACROBOT},
-             {"mountaincar", DQN_ENV_MOUNTAINCAR}};
+             {"mountaincar", DQN_ENV_MOUNTAINCAR},
+             {"market", DQN_ENV_MARKET}};
+    if (!t->env.step) return 0;
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
-        if (strcmp(env, k[i].name) == 0) {
+        if (strcmp(t->cfg.env, k[i].name) == 0) {
             *kind = k[i].kind;
-            return 1;
+            /* the market's slots are dqn_market_state over its context's tables */
+            return k[i].kind != DQN_ENV_MARKET ||
+                   (t->env.ctx && t->env.state_size == sizeof(dqn_market_state));
         }
     return 0;
+}
+
+/* The market's tables into backend memory, and the io's view of them. */
+static dqn_status market_upload(dqn_trainer *t) {
+    dqn_dloop *d = &t->dl;
+    dqn_backend *be = t->be;
+    const dqn_market_ctx *x = t->env.ctx;
+    d->market = dqn_market_dev_of(x);
+    const size_t rows = (size_t)x->data.rows;
+    const size_t zb = rows * (size_t)x->cols * sizeof(float);
+    const size_t pb = rows * (size_t)x->assets * sizeof(double);
+    void *z = NULL, *price = NULL;
+    d->market.z = NULL, d->market.price = NULL;
+    DQN_TRY(be->ops->alloc(be, &z, zb));
+    d->market.z = z;
+    DQN_TRY(be->ops->alloc(be, &price, pb));
+    d->market.price = price;
+    DQN_TRY(be->ops->h2d(be, z, x->z, zb));
+    DQN_TRY(be->ops->h2d(be, price, x->data.price, pb));
+    d->io.market = &d->market;
+    return DQN_OK;
 }
 
 static int has_graphs(const dqn_backend *be) { return be->ops->capture_begin != NULL; }
@@ -38,7 +67,8 @@ void dqn_dloop_destroy(dqn_trainer *t) {
     const dqn_env_io *io = &d->io;
     void *p[] = {io->state, io->counter, io->ep_len, io->ep_return, io->obs, io->final_obs,
                  io->reward, io->terminated, io->truncated, io->done_return, io->done_len,
-                 d->rec.recent, d->rec.ctr, d->ctr, d->prev};
+                 d->rec.recent, d->rec.ctr, d->ctr, d->prev, (void *)d->market.z,
+                 (void *)d->market.price};
     for (size_t k = 0; k < sizeof p / sizeof p[0]; k++)
         if (p[k]) be->ops->free(be, p[k]);
     memset(d, 0, sizeof *d);
@@ -48,14 +78,14 @@ dqn_status dqn_dloop_create(dqn_trainer *t) {
     const dqn_config *c = &t->cfg;
     dqn_dloop *d = &t->dl;
     memset(d, 0, sizeof *d);
-    dqn_env_kind kind;
-    const int classic = t->env.step && classic_kind(c->env, &kind);
-    if (strcmp(c->env_loop, "device") == 0 && !classic)   /* validation refuses it first */
+    dqn_env_kind kind = DQN_ENV_CARTPOLE;
+    const int op_env = env_kind(t, &kind);
+    if (strcmp(c->env_loop, "device") == 0 && !op_env)   /* validation refuses it first */
         return dqn_error_user(DQN_ERR_ARG, "env_loop device: env %s steps on the host", c->env);
     /* auto: the device loop where a step is one graph launch; a data-parallel rank keeps the
      * host loop, which the multi-GPU tests cover */
-    d->on = classic && (strcmp(c->env_loop, "device") == 0 ||
-                        (strcmp(c->env_loop, "auto") == 0 && has_graphs(t->be) && c->ranks == 1));
+    d->on = op_env && (strcmp(c->env_loop, "device") == 0 ||
+                       (strcmp(c->env_loop, "auto") == 0 && has_graphs(t->be) && c->ranks == 1));
     if (!d->on) return DQN_OK;
     dqn_backend *be = t->be;
     const dqn_ops *o = be->ops;
@@ -68,6 +98,7 @@ dqn_status dqn_dloop_create(dqn_trainer *t) {
     io->max_steps = t->env.max_steps;
     io->seed = c->seed;
     io->stream_base = DQN_STREAM_ENV;
+    if (kind == DQN_ENV_MARKET) DQN_TRY(market_upload(t));
     DQN_TRY(o->alloc(be, (void **)&io->state, n * t->env.state_size));
     DQN_TRY(o->alloc(be, (void **)&io->counter, n * sizeof(uint64_t)));
     DQN_TRY(o->alloc(be, (void **)&io->ep_len, n * sizeof(int32_t)));

@@ -28,7 +28,7 @@ typedef struct {
     const float *graph_params;
 } dqn_actor;
 
-/* The env loop in backend memory (dloop.c): a built-in classic env's slots, their n-step
+/* The env loop in backend memory (dloop.c): a built-in env's slots, their n-step
  * windows, the acting counters and the episodes' record live beside the replay ring, and one
  * acting step (forward, argmax, explore, env_step, replay_push, episode_record) is one captured
  * graph on a backend with graphs. The host's copies (the vector, the assembler, the counters)
@@ -42,6 +42,7 @@ typedef struct {
     int64_t live_steps;    /* env steps at going live */
     int live_size;         /* the replay's size then */
     dqn_env_io io;
+    dqn_market_dev market; /* the market env's tables in backend memory (io.market) */
     dqn_nstep_win w;
     dqn_ring ring;
     dqn_episodes rec;
