@@ -5,9 +5,10 @@
  *   bench_market dump DIR          writes what bench/bench_market_py.py needs to check its numpy
  *                                  env against ours step by step: data.csv, meta.json, actions,
  *                                  our rewards and observations from a fixed start
- *   bench_market fold DEVICE       wall clock per fold of the walk-forward run with the market
+ *   bench_market fold DEVICE [LOOP] wall clock per fold of the walk-forward run with the market
  *                                  preset on the default synthetic data (4 folds): training,
- *                                  out-of-sample evaluation, env steps/s */
+ *                                  out-of-sample evaluation, env steps/s; LOOP the env_loop
+ *                                  (auto, host or device; default the config's) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,24 +101,25 @@ static int dump(const char *dir) {
     return bad;
 }
 
-static int fold_timing(const char *device) {
+static int fold_timing(const char *device, const char *loop) {
     dqn_config c;
     dqn_config_preset(&c, "market");
     snprintf(c.device, sizeof c.device, "%s", device);
+    if (loop && dqn_config_set(&c, "env_loop", loop) != DQN_OK) return fail("env_loop");
     dqn_fold_result r[DQN_WF_MAX_FOLDS];
     double t0 = bench_now();
     if (dqn_walkforward_run(&c, r) != DQN_OK) return fail("walk-forward");
     double total = bench_now() - t0, sum = 0;
     for (int k = 0; k < c.folds; k++) {
-        printf("market fold %d %s: %lld env steps, train %.2f s (%.0f env steps/s incl. updates), "
-               "out-of-sample eval %.3f s (%d periods), agent %+.1f%%\n", k, device,
+        printf("market fold %d %s %s: %lld env steps, train %.2f s (%.0f env steps/s incl. updates), "
+               "out-of-sample eval %.3f s (%d periods), agent %+.1f%%\n", k, device, c.env_loop,
                (long long)r[k].env_steps, r[k].train_s, (double)r[k].env_steps / r[k].train_s,
                r[k].eval_s, r[k].n, 100 * r[k].m[DQN_WF_AGENT].total_return);
         sum += r[k].train_s + r[k].eval_s;
         dqn_fold_result_free(&r[k]);
     }
-    printf("market_fold_seconds_%s=%.2f (mean of %d folds; whole run %.1f s)\n", device,
-           sum / c.folds, c.folds, total);
+    printf("market_fold_seconds_%s_%s=%.2f (mean of %d folds; whole run %.1f s)\n", device,
+           c.env_loop, sum / c.folds, c.folds, total);
     return 0;
 }
 
@@ -125,7 +127,9 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "env";
     if (strcmp(mode, "env") == 0) return bench_env(argc > 2 ? atof(argv[2]) : 1.0);
     if (strcmp(mode, "dump") == 0 && argc > 2) return dump(argv[2]);
-    if (strcmp(mode, "fold") == 0) return fold_timing(argc > 2 ? argv[2] : "cpu");
-    fprintf(stderr, "usage: bench_market env [seconds] | dump DIR | fold cpu|cuda\n");
+    if (strcmp(mode, "fold") == 0)
+        return fold_timing(argc > 2 ? argv[2] : "cpu", argc > 3 ? argv[3] : NULL);
+    fprintf(stderr, "usage: bench_market env [seconds] | dump DIR | fold cpu|cuda "
+                    "[auto|host|device]\n");
     return 2;
 }

@@ -1,8 +1,8 @@
 /* The device env loop on CUDA (one captured acting step a graph launch, env_step with the CR
  * math) against the CPU's device loop switched to the CR math, step after step before any
- * update: the same actions, replay rows, position and size, observations, n-step windows and
- * counters, bit for bit (the forward's Q may differ in its last bits between the backends; a
- * greedy action that flips on a near-tie is reported with its gap). A CUDA device-loop run saved
+ * update, for CartPole and the market env: the same actions, replay rows, position and size,
+ * observations, n-step windows and counters, bit for bit (the forward's Q may differ in its last
+ * bits between the backends; a greedy action that flips on a near-tie is reported with its gap). A CUDA device-loop run saved
  * in the middle and resumed gives the uninterrupted run's bits. Then a CartPole run on the CUDA
  * device loop learns: a greedy mean of at least 475 over 20 episodes within 100,000 env
  * steps, as test_gpu_learn_cartpole asks of the CUDA trainer, chosen by env_loop auto. */
@@ -16,8 +16,9 @@
 
 #define STEPS 60
 
-static void config_of(dqn_config *c, const char *device) {
-    CHECK_OK(dqn_config_preset(c, "cartpole"));
+static void config_of(dqn_config *c, const char *device, const char *env) {
+    CHECK_OK(dqn_config_preset(c, env));
+    if (strcmp(env, "market") == 0) c->episode_len = 20;   /* episodes end within the steps */
     c->steps = 100000;
     c->num_envs = 16;
     c->n_step = 3;
@@ -28,12 +29,12 @@ static void config_of(dqn_config *c, const char *device) {
     snprintf(c->env_loop, sizeof c->env_loop, "device");
 }
 
-static void test_against_cpu(void) {
+static void test_against_cpu(const char *env) {
     dqn_config c[2];
     dqn_trainer *t[2] = {NULL, NULL};
     const char *dev[2] = {"cpu", "cuda"};
     for (int k = 0; k < 2; k++) {
-        config_of(&c[k], dev[k]);
+        config_of(&c[k], dev[k], env);
         CHECK_OK(dqn_trainer_create(&c[k], &t[k]));
         if (!t[k]) return;
         CHECK(t[k]->dl.on, "%s: the device loop is off", dev[k]);
@@ -46,8 +47,10 @@ static void test_against_cpu(void) {
     const size_t rb = dqn_replay_bytes(&t[0]->replay), nb = dqn_nstep_state_bytes(&t[0]->nstep);
     char *img[2] = {malloc(rb), malloc(rb)}, *win[2] = {malloc(nb), malloc(nb)};
     if (!img[0] || !img[1] || !win[0] || !win[1]) exit(1);
-    int32_t act[2][16];
-    float q[16 * 2];
+    int32_t *act[2] = {malloc((size_t)n * D * sizeof(int32_t)),
+                       malloc((size_t)n * D * sizeof(int32_t))};
+    float *q = malloc((size_t)n * A * sizeof(float));
+    if (!act[0] || !act[1] || !q) exit(1);
     uint64_t tau[2];
     int bad = -1;
     long greedy = 0;
@@ -64,8 +67,9 @@ static void test_against_cpu(void) {
         int ok = 1;
         for (int e = 0; e < n * D; e++)
             if (act[0][e] != act[1][e]) {
-                CHECK(0, "step %d env %d: action %d on the cpu, %d on cuda (cpu Q gap %g)", k,
-                      e, act[0][e], act[1][e], (double)(q[e * A] - q[e * A + 1]));
+                CHECK(0, "%s step %d env %d branch %d: action %d on the cpu, %d on cuda (cpu Q "
+                      "gap of the first two %g)", env, k, e / D, e % D, act[0][e], act[1][e],
+                      (double)(q[(e / D) * A] - q[(e / D) * A + 1]));
                 ok = 0;
             }
         const dqn_trainer *a = t[0], *b = t[1];
@@ -90,17 +94,19 @@ static void test_against_cpu(void) {
         greedy = (long)tau[0];
         if (!ok) bad = k;
     }
-    CHECK(bad < 0, "the cpu and cuda device loops part at step %d", bad);
+    CHECK(bad < 0, "%s: the cpu and cuda device loops part at step %d", env, bad);
     CHECK(t[1]->updates == 0 && t[1]->dl.graph != NULL,
           "cuda: %lld updates (want none), acting step captured: %d", (long long)t[1]->updates,
           t[1]->dl.graph != NULL);
     CHECK(greedy > 0 && t[1]->episodes > 0 && t[1]->replay.size == c[1].buffer_size,
           "%ld greedy steps, %lld episodes, replay size %d: want greedy actions, finished "
           "episodes and a full ring", greedy, (long long)t[1]->episodes, t[1]->replay.size);
-    printf("cpu (CR math) against cuda, %d steps of %d envs: %ld with a greedy action, %lld "
-           "episodes, replay %d rows\n", STEPS, n, greedy, (long long)t[1]->episodes,
+    printf("%s: cpu (CR math) against cuda, %d steps of %d envs: %ld with a greedy action, %lld "
+           "episodes, replay %d rows\n", env, STEPS, n, greedy, (long long)t[1]->episodes,
            t[1]->replay.size);
-    for (int j = 0; j < 2; j++) free(img[j]), free(win[j]), dqn_trainer_destroy(t[j]);
+    for (int j = 0; j < 2; j++)
+        free(img[j]), free(win[j]), free(act[j]), dqn_trainer_destroy(t[j]);
+    free(q);
 }
 
 /* Params, target, Adam moments and the replay as host bytes */
@@ -208,7 +214,8 @@ int main(void) {
         printf("SKIP: no CUDA device\n");
         return 77;
     }
-    test_against_cpu();
+    test_against_cpu("cartpole");
+    test_against_cpu("market");
     test_resume();
     test_learns();
     return check_finish("test_gpu_device_loop");
