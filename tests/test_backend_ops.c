@@ -1070,6 +1070,76 @@ static dqn_env cl_cr_env(int kind, int max_steps) {
     return e;
 }
 
+/* env_step's registry rows: the carried buffers (counters from c0, a state of state_n elements
+ * of type st) and rn calls' outputs (row k: call k's, row 0 the reset's), then the op called rn
+ * times: the reset, then steps under act ([rn - 1][n * A]). */
+typedef struct {
+    float *obs, *fobs, *rew;
+    uint8_t *term, *trunc;
+    double *dret;
+    int32_t *dlen;
+} env_rows;
+
+static env_rows env_rows_run(tc *t, dqn_env_io *io, const uint64_t *c0, btype st, size_t state_n,
+                             size_t rn, size_t od, const int32_t *act, size_t A) {
+    const size_t N = (size_t)io->n;
+    env_rows r;
+    io->counter = in_u64n(t, N, c0);
+    make_out(t, io->counter, "counter");
+    io->state = out_part(t, st, "state", state_n, state_n);
+    io->ep_len = out_i(t, "ep_len", N);
+    io->ep_return = out_part(t, T_F64, "ep_return", N, N);
+    r.obs = out_f(t, "obs", rn * N * od), r.fobs = out_f(t, "final_obs", rn * N * od);
+    r.rew = out_f(t, "reward", rn * N);
+    r.term = out_part(t, T_U8, "terminated", rn * N, rn * N);
+    r.trunc = out_part(t, T_U8, "truncated", rn * N, rn * N);
+    r.dret = out_part(t, T_F64, "done_return", rn * N, rn * N);
+    r.dlen = out_i(t, "done_len", rn * N);
+    for (size_t k = 0; k < rn && !t->failed; k++) {
+        dqn_env_io at = *io;
+        at.obs = r.obs + k * N * od, at.final_obs = r.fobs + k * N * od, at.reward = r.rew + k * N;
+        at.terminated = r.term + k * N, at.truncated = r.trunc + k * N;
+        at.done_return = r.dret + k * N, at.done_len = r.dlen + k * N;
+        OP(t, env_step, &at, k == 0 ? NULL : act + (k - 1) * N * A);
+    }
+    return r;
+}
+
+/* The reference of env_rows_run: v (over the same env, seed and streams) from counters c0,
+ * reset, then stepped under act; its outputs after each call and its state (as st's elements),
+ * counters, lengths and returns at the end are t's wants. Counts the terminations and
+ * truncations, and the rewards equal to *mark where mark is given. */
+static void env_rows_want(tc *t, const dqn_env_io *io, const env_rows *r, dqn_vecenv *v,
+                          const uint64_t *c0, btype st, size_t state_n, size_t rn, size_t od,
+                          const int32_t *act, size_t A, long *terminations, long *truncations,
+                          const float *mark, long *marks) {
+    const size_t N = (size_t)io->n;
+    for (size_t i = 0; i < N; i++) v->rng[i].counter = c0[i];
+    double *wo = want(t, r->obs), *wf = want(t, r->fobs), *wr = want(t, r->rew);
+    double *wt = want(t, r->term), *wu = want(t, r->trunc), *wd = want(t, r->dret);
+    double *wl = want(t, r->dlen);
+    for (size_t k = 0; k < rn; k++) {
+        CHECK_OK(k == 0 ? dqn_vecenv_reset(v) : dqn_vecenv_step(v, hi(t, act) + (k - 1) * N * A));
+        for (size_t j = 0; j < N * od; j++) {
+            wo[k * N * od + j] = v->obs[j];
+            wf[k * N * od + j] = v->final_obs[j];
+        }
+        for (size_t i = 0; i < N; i++) {
+            size_t q = k * N + i;
+            wr[q] = v->reward[i], wt[q] = v->terminated[i], wu[q] = v->truncated[i];
+            wd[q] = v->done_return[i], wl[q] = v->done_len[i];
+            *terminations += v->terminated[i], *truncations += v->truncated[i];
+            if (mark) *marks += v->reward[i] == *mark;
+        }
+    }
+    double *ws = want(t, io->state), *wc = want(t, io->counter), *wel = want(t, io->ep_len);
+    double *wer = want(t, io->ep_return);
+    for (size_t j = 0; j < state_n; j++)
+        ws[j] = st == T_F64 ? ((const double *)v->state)[j] : ((const uint8_t *)v->state)[j];
+    for (size_t i = 0; i < N; i++)
+        wc[i] = (double)v->rng[i].counter, wel[i] = v->ep_len[i], wer[i] = v->ep_return[i];
+}
+
 /* s: DQN_ENV_MARKET n steps max_steps assets levels window cols episode_len spread. A table of
  * window + episode_len + spread + 2 rows (z uniform in [-3, 3), prices uniform in [20, 120): the
  * periods gain, lose, and a short through a price more than doubling hits the ruin floor),
@@ -1099,24 +1169,7 @@ static void c_env_step_market(tc *t) {
                      .max_steps = max_steps, .seed = seed, .stream_base = DQN_STREAM_ENV,
                      .market = &m};
     const int32_t *act = in_i(t, (size_t)steps * N * A, (uint32_t)levels);
-    io.counter = in_u64n(t, N, c0);
-    make_out(t, io.counter, "counter");
-    io.state = out_part(t, T_U8, "state", N * sb, N * sb);
-    io.ep_len = out_i(t, "ep_len", N);
-    io.ep_return = out_part(t, T_F64, "ep_return", N, N);
-    float *obs = out_f(t, "obs", rn * N * od), *fobs = out_f(t, "final_obs", rn * N * od);
-    float *rew = out_f(t, "reward", rn * N);
-    uint8_t *term = out_part(t, T_U8, "terminated", rn * N, rn * N);
-    uint8_t *trunc = out_part(t, T_U8, "truncated", rn * N, rn * N);
-    double *dret = out_part(t, T_F64, "done_return", rn * N, rn * N);
-    int32_t *dlen = out_i(t, "done_len", rn * N);
-    for (size_t k = 0; k < rn && !t->failed; k++) {
-        dqn_env_io at = io;
-        at.obs = obs + k * N * od, at.final_obs = fobs + k * N * od, at.reward = rew + k * N;
-        at.terminated = term + k * N, at.truncated = trunc + k * N;
-        at.done_return = dret + k * N, at.done_len = dlen + k * N;
-        OP(t, env_step, &at, k == 0 ? NULL : act + (k - 1) * N * A);
-    }
+    const env_rows r = env_rows_run(t, &io, c0, T_U8, N * sb, rn, od, act, (size_t)A);
     if (!t->ref) {
         free(c0);
         return;
@@ -1137,30 +1190,10 @@ static void c_env_step_market(tc *t) {
     env.state_size = sb;
     dqn_vecenv v;
     CHECK_OK(dqn_vecenv_create(&v, &env, n, seed, DQN_STREAM_ENV));
-    for (size_t i = 0; i < N; i++) v.rng[i].counter = c0[i];
-    double *wo = want(t, obs), *wf = want(t, fobs), *wr = want(t, rew), *wt = want(t, term);
-    double *wu = want(t, trunc), *wd = want(t, dret), *wl = want(t, dlen);
     const float ruin = (float)(m.reward_scale * dqn_market_log(DQN_MARKET_RUIN));
-    long truncations = 0, ruins = 0;
-    for (size_t k = 0; k < rn; k++) {
-        CHECK_OK(k == 0 ? dqn_vecenv_reset(&v)
-                        : dqn_vecenv_step(&v, hi(t, act) + (k - 1) * N * A));
-        for (size_t j = 0; j < N * od; j++) {
-            wo[k * N * od + j] = v.obs[j];
-            wf[k * N * od + j] = v.final_obs[j];
-        }
-        for (size_t i = 0; i < N; i++) {
-            size_t r = k * N + i;
-            wr[r] = v.reward[i], wt[r] = v.terminated[i], wu[r] = v.truncated[i];
-            wd[r] = v.done_return[i], wl[r] = v.done_len[i];
-            truncations += v.truncated[i], ruins += v.reward[i] == ruin;
-        }
-    }
-    double *ws = want(t, io.state), *wc = want(t, io.counter), *wel = want(t, io.ep_len);
-    double *wer = want(t, io.ep_return);
-    for (size_t j = 0; j < N * sb; j++) ws[j] = v.state[j];
-    for (size_t i = 0; i < N; i++)
-        wc[i] = (double)v.rng[i].counter, wel[i] = v.ep_len[i], wer[i] = v.ep_return[i];
+    long terminations = 0, truncations = 0, ruins = 0;
+    env_rows_want(t, &io, &r, &v, c0, T_U8, N * sb, rn, od, act, (size_t)A, &terminations,
+                  &truncations, &ruin, &ruins);
     CHECK(steps < max_steps || truncations > 0, "%s: no truncation", t->where);
     CHECK(A > 1 || steps * n < 200 || ruins > 0, "%s: no period reached the ruin floor",
           t->where);
@@ -1199,54 +1232,16 @@ static void c_env_step(tc *t) {
     dqn_env_io io = {.kind = (dqn_env_kind)kind, .math = DQN_ENV_MATH_CR, .n = n,
                      .max_steps = max_steps, .seed = seed, .stream_base = DQN_STREAM_ENV};
     const int32_t *act = in_i(t, (size_t)steps * N, (uint32_t)env.branch_sizes[0]);
-    io.counter = in_u64n(t, N, c0);
-    make_out(t, io.counter, "counter");
-    io.state = out_part(t, T_F64, "state", N * sd, N * sd);
-    io.ep_len = out_i(t, "ep_len", N);
-    io.ep_return = out_part(t, T_F64, "ep_return", N, N);
-    float *obs = out_f(t, "obs", rows * N * od), *fobs = out_f(t, "final_obs", rows * N * od);
-    float *rew = out_f(t, "reward", rows * N);
-    uint8_t *term = out_part(t, T_U8, "terminated", rows * N, rows * N);
-    uint8_t *trunc = out_part(t, T_U8, "truncated", rows * N, rows * N);
-    double *dret = out_part(t, T_F64, "done_return", rows * N, rows * N);
-    int32_t *dlen = out_i(t, "done_len", rows * N);
-    for (size_t k = 0; k < rows && !t->failed; k++) {
-        dqn_env_io at = io;
-        at.obs = obs + k * N * od, at.final_obs = fobs + k * N * od, at.reward = rew + k * N;
-        at.terminated = term + k * N, at.truncated = trunc + k * N;
-        at.done_return = dret + k * N, at.done_len = dlen + k * N;
-        OP(t, env_step, &at, k == 0 ? NULL : act + (k - 1) * N);
-    }
+    const env_rows r = env_rows_run(t, &io, c0, T_F64, N * sd, rows, od, act, 1);
     if (!t->ref) {
         free(c0);
         return;
     }
     dqn_vecenv v;
     CHECK_OK(dqn_vecenv_create(&v, &env, n, seed, DQN_STREAM_ENV));
-    for (size_t i = 0; i < N; i++) v.rng[i].counter = c0[i];
-    double *wo = want(t, obs), *wf = want(t, fobs), *wr = want(t, rew), *wt = want(t, term);
-    double *wu = want(t, trunc), *wd = want(t, dret), *wl = want(t, dlen);
     long terminations = 0, truncations = 0;
-    for (size_t k = 0; k < rows; k++) {
-        CHECK_OK(k == 0 ? dqn_vecenv_reset(&v)
-                        : dqn_vecenv_step(&v, hi(t, act) + (k - 1) * N));
-        for (size_t j = 0; j < N * od; j++) {
-            wo[k * N * od + j] = v.obs[j];
-            wf[k * N * od + j] = v.final_obs[j];
-        }
-        for (size_t i = 0; i < N; i++) {
-            size_t r = k * N + i;
-            wr[r] = v.reward[i], wt[r] = v.terminated[i], wu[r] = v.truncated[i];
-            wd[r] = v.done_return[i], wl[r] = v.done_len[i];
-            terminations += v.terminated[i], truncations += v.truncated[i];
-        }
-    }
-    double *ws = want(t, io.state), *wc = want(t, io.counter), *wel = want(t, io.ep_len);
-    double *wer = want(t, io.ep_return);
-    for (size_t i = 0; i < N; i++) {
-        for (size_t k = 0; k < sd; k++) ws[i * sd + k] = ((const double *)v.state)[i * sd + k];
-        wc[i] = (double)v.rng[i].counter, wel[i] = v.ep_len[i], wer[i] = v.ep_return[i];
-    }
+    env_rows_want(t, &io, &r, &v, c0, T_F64, N * sd, rows, od, act, 1, &terminations,
+                  &truncations, NULL, NULL);
     /* the rows are worth their steps: the time limit ends episodes where it falls inside them,
      * and random pushes drop the pole within 30 steps (the other envs' random walks seldom reach
      * their goals: their terminal step is the same slot code) */

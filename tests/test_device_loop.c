@@ -80,7 +80,8 @@ static void take(dqn_trainer *t, snap *s) {
     s->nstep = malloc(s->nbytes);
     if (!s->params || !s->replay || !s->nstep) exit(1);
     const float *src[4] = {t->model.params, t->model.target, t->model.adam_m, t->model.adam_v};
-    for (int k = 0; k < 4; k++) CHECK_OK(be->ops->d2h(be, s->params + k * s->pbytes, src[k], s->pbytes));
+    for (int k = 0; k < 4; k++)
+        CHECK_OK(be->ops->d2h(be, s->params + k * s->pbytes, src[k], s->pbytes));
     CHECK_OK(dqn_replay_export(&t->replay, s->replay));
     dqn_nstep_state_save(&t->nstep, s->nstep);
     const dqn_vecenv *v = &t->venv;
@@ -194,8 +195,9 @@ static void run_case(const char *env, const char *replay, int learning_starts) {
     take(td, &b);
     snprintf(what, sizeof what, "%s %s, host against device", env, replay);
     compare(what, &a, &b, 0);
-    CHECK(strcmp(env, "cartpole") != 0 || (b.st.updates > 500 && b.st.episodes > 30 && isfinite(b.st.mean_return) &&
-              isfinite(b.st.mean_q) && b.st.mean_q != 0),
+    CHECK(strcmp(env, "cartpole") != 0 ||
+              (b.st.updates > 500 && b.st.episodes > 30 && isfinite(b.st.mean_return) &&
+               isfinite(b.st.mean_q) && b.st.mean_q != 0),
           "%s: %lld updates, %lld episodes, mean_return %g, mean_q %g: want a run with updates "
           "and episodes", replay, (long long)b.st.updates, (long long)b.st.episodes,
           b.st.mean_return, b.st.mean_q);

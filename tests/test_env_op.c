@@ -37,6 +37,43 @@ static void trace(int what, double x);
 
 static int same(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
 
+/* io's buffers for n slots of obs_dim floats and state_size state bytes, zeroed */
+static void io_alloc(dqn_env_io *io, size_t N, size_t od, size_t state_size) {
+    io->state = test_xcalloc(N, state_size);
+    io->counter = test_xcalloc(N, sizeof(uint64_t));
+    io->ep_len = test_xcalloc(N, sizeof(int32_t));
+    io->ep_return = test_xcalloc(N, sizeof(double));
+    io->obs = test_xcalloc(N * od, sizeof(float));
+    io->final_obs = test_xcalloc(N * od, sizeof(float));
+    io->reward = test_xcalloc(N, sizeof(float));
+    io->terminated = test_xcalloc(N, 1);
+    io->truncated = test_xcalloc(N, 1);
+    io->done_return = test_xcalloc(N, sizeof(double));
+    io->done_len = test_xcalloc(N, sizeof(int32_t));
+}
+
+static void io_free(dqn_env_io *io) {
+    void *bufs[] = {io->state, io->counter, io->ep_len, io->ep_return, io->obs, io->final_obs,
+                    io->reward, io->terminated, io->truncated, io->done_return, io->done_len};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+}
+
+/* Whether the op's outputs and carried state are the vector's, bit for bit. */
+static int io_same(const dqn_env_io *io, const dqn_vecenv *v, size_t N, size_t od,
+                   size_t state_size) {
+    int ok = same(io->obs, v->obs, N * od * sizeof(float)) &&
+             same(io->final_obs, v->final_obs, N * od * sizeof(float)) &&
+             same(io->reward, v->reward, N * sizeof(float)) &&
+             same(io->terminated, v->terminated, N) && same(io->truncated, v->truncated, N) &&
+             same(io->done_return, v->done_return, N * sizeof(double)) &&
+             same(io->done_len, v->done_len, N * sizeof(int32_t)) &&
+             same(io->ep_len, v->ep_len, N * sizeof(int32_t)) &&
+             same(io->ep_return, v->ep_return, N * sizeof(double)) &&
+             same(io->state, v->state, N * state_size);
+    for (size_t i = 0; i < N; i++) ok &= io->counter[i] == v->rng[i].counter;
+    return ok;
+}
+
 static void op_vs_vecenv(dqn_backend *cpu, const char *name, int kind, int n, int steps,
                          int max_steps) {
     dqn_env env = dqn_env_of(dqn_env_find(name));
@@ -44,20 +81,10 @@ static void op_vs_vecenv(dqn_backend *cpu, const char *name, int kind, int n, in
     const uint64_t seed = 4242 + (uint64_t)kind;
     dqn_vecenv v;
     CHECK_OK(dqn_vecenv_create(&v, &env, n, seed, DQN_STREAM_ENV));
-    const size_t N = (size_t)n, od = (size_t)env.obs_dim, sd = env.state_size / sizeof(double);
+    const size_t N = (size_t)n, od = (size_t)env.obs_dim;
     dqn_env_io io = {.kind = (dqn_env_kind)kind, .math = DQN_ENV_MATH_LIBM, .n = n,
                      .max_steps = env.max_steps, .seed = seed, .stream_base = DQN_STREAM_ENV};
-    io.state = test_xcalloc(N * sd, sizeof(double));
-    io.counter = test_xcalloc(N, sizeof(uint64_t));
-    io.ep_len = test_xcalloc(N, sizeof(int32_t));
-    io.ep_return = test_xcalloc(N, sizeof(double));
-    io.obs = test_xcalloc(N * od, sizeof(float));
-    io.final_obs = test_xcalloc(N * od, sizeof(float));
-    io.reward = test_xcalloc(N, sizeof(float));
-    io.terminated = test_xcalloc(N, 1);
-    io.truncated = test_xcalloc(N, 1);
-    io.done_return = test_xcalloc(N, sizeof(double));
-    io.done_len = test_xcalloc(N, sizeof(int32_t));
+    io_alloc(&io, N, od, env.state_size);
     int32_t *act = test_xcalloc(N, sizeof(int32_t));
     long first_bad = -1, terminations = 0, truncations = 0;
     for (int k = 0; k <= steps && first_bad < 0; k++) {
@@ -66,20 +93,9 @@ static void op_vs_vecenv(dqn_backend *cpu, const char *name, int kind, int n, in
                                                (uint32_t)env.branch_sizes[0]);
         CHECK_OK(k == 0 ? dqn_vecenv_reset(&v) : dqn_vecenv_step(&v, act));
         CHECK_OK(cpu->ops->env_step(cpu, &io, k == 0 ? NULL : act));
-        int ok = same(io.obs, v.obs, N * od * sizeof(float)) &&
-                 same(io.final_obs, v.final_obs, N * od * sizeof(float)) &&
-                 same(io.reward, v.reward, N * sizeof(float)) &&
-                 same(io.terminated, v.terminated, N) && same(io.truncated, v.truncated, N) &&
-                 same(io.done_return, v.done_return, N * sizeof(double)) &&
-                 same(io.done_len, v.done_len, N * sizeof(int32_t)) &&
-                 same(io.ep_len, v.ep_len, N * sizeof(int32_t)) &&
-                 same(io.ep_return, v.ep_return, N * sizeof(double)) &&
-                 same(io.state, v.state, N * env.state_size);
-        for (size_t i = 0; i < N; i++) {
-            ok &= io.counter[i] == v.rng[i].counter;
+        for (size_t i = 0; i < N; i++)
             terminations += v.terminated[i], truncations += v.truncated[i];
-        }
-        if (!ok) first_bad = k;
+        if (!io_same(&io, &v, N, od, env.state_size)) first_bad = k;
     }
     CHECK(first_bad < 0, "%s (%d envs, max_steps %d): the op and the vector differ at call %ld",
           name, n, env.max_steps, first_bad);
@@ -92,9 +108,8 @@ static void op_vs_vecenv(dqn_backend *cpu, const char *name, int kind, int n, in
     CHECK(kind != DQN_ENV_CARTPOLE || terminations > 0, "%s: no termination", name);
     printf("  %-12s %5d envs x %4d steps, max_steps %3d: %ld terminations, %ld truncations: "
            "the same bits\n", name, n, steps, env.max_steps, terminations, truncations);
-    void *bufs[] = {io.state, io.counter, io.ep_len, io.ep_return, io.obs, io.final_obs,
-                    io.reward, io.terminated, io.truncated, io.done_return, io.done_len, act};
-    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+    io_free(&io);
+    free(act);
     dqn_vecenv_destroy(&v);
 }
 
@@ -266,43 +281,22 @@ static void market_vs_vecenv(dqn_backend *cpu, int assets, int levels, int episo
                      .max_steps = env.max_steps, .seed = seed, .stream_base = DQN_STREAM_ENV,
                      .market = &m};
     CHECK(env.state_size == sizeof(dqn_market_state), "market state %zu bytes", env.state_size);
-    io.state = test_xcalloc(N, env.state_size);
-    io.counter = test_xcalloc(N, sizeof(uint64_t));
-    io.ep_len = test_xcalloc(N, sizeof(int32_t));
-    io.ep_return = test_xcalloc(N, sizeof(double));
-    io.obs = test_xcalloc(N * od, sizeof(float));
-    io.final_obs = test_xcalloc(N * od, sizeof(float));
-    io.reward = test_xcalloc(N, sizeof(float));
-    io.terminated = test_xcalloc(N, 1);
-    io.truncated = test_xcalloc(N, 1);
-    io.done_return = test_xcalloc(N, sizeof(double));
-    io.done_len = test_xcalloc(N, sizeof(int32_t));
+    io_alloc(&io, N, od, env.state_size);
     int32_t *act = test_xcalloc(N * D, sizeof(int32_t));
     long first_bad = -1, truncations = 0, nonzero = 0;
     for (int k = 0; k <= steps && first_bad < 0; k++) {
         /* mostly held positions, so that some periods trade and some do not */
-        for (size_t j = 0; j < N * D; j++)
-            if (k <= 1 || dqn_philox_uniform(9, DQN_STREAM_EXPLORE, 2 * ((uint64_t)k * N * D + j)) < 0.3f)
-                act[j] = (int32_t)dqn_philox_below(9, DQN_STREAM_EXPLORE,
-                                                   2 * ((uint64_t)k * N * D + j) + 1,
+        for (size_t j = 0; j < N * D; j++) {
+            const uint64_t at = 2 * ((uint64_t)k * N * D + j);
+            if (k <= 1 || dqn_philox_uniform(9, DQN_STREAM_EXPLORE, at) < 0.3f)
+                act[j] = (int32_t)dqn_philox_below(9, DQN_STREAM_EXPLORE, at + 1,
                                                    (uint32_t)levels);
+        }
         CHECK_OK(k == 0 ? dqn_vecenv_reset(&v) : dqn_vecenv_step(&v, act));
         CHECK_OK(cpu->ops->env_step(cpu, &io, k == 0 ? NULL : act));
-        int ok = same(io.obs, v.obs, N * od * sizeof(float)) &&
-                 same(io.final_obs, v.final_obs, N * od * sizeof(float)) &&
-                 same(io.reward, v.reward, N * sizeof(float)) &&
-                 same(io.terminated, v.terminated, N) && same(io.truncated, v.truncated, N) &&
-                 same(io.done_return, v.done_return, N * sizeof(double)) &&
-                 same(io.done_len, v.done_len, N * sizeof(int32_t)) &&
-                 same(io.ep_len, v.ep_len, N * sizeof(int32_t)) &&
-                 same(io.ep_return, v.ep_return, N * sizeof(double)) &&
-                 same(io.state, v.state, N * env.state_size);
-        for (size_t i = 0; i < N; i++) {
-            ok &= io.counter[i] == v.rng[i].counter;
-            truncations += v.truncated[i];
-            nonzero += v.reward[i] != 0.0f;
-        }
-        if (!ok) first_bad = k;
+        for (size_t i = 0; i < N; i++)
+            truncations += v.truncated[i], nonzero += v.reward[i] != 0.0f;
+        if (!io_same(&io, &v, N, od, env.state_size)) first_bad = k;
     }
     CHECK(first_bad < 0, "market (%d assets, %d levels, %d envs, episode_len %d): the op and the "
           "vector differ at call %ld", assets, levels, n, episode_len, first_bad);
@@ -320,7 +314,8 @@ static void market_vs_vecenv(dqn_backend *cpu, int assets, int levels, int episo
     CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG &&
               strstr(dqn_last_error(), "env_step"), "market without data: %s", dqn_last_error());
     bad = io, bad.max_steps = episode_len + 1;
-    CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG, "max_steps past episode_len accepted");
+    CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG,
+          "max_steps past episode_len accepted");
     bad = io, bad.max_steps = 0;
     CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG, "max_steps 0 accepted");
     dqn_market_dev bm = m;
@@ -334,10 +329,8 @@ static void market_vs_vecenv(dqn_backend *cpu, int assets, int levels, int episo
     bm = m, bm.assets = DQN_MARKET_MAX_ASSETS + 1;
     CHECK(cpu->ops->env_step(cpu, &bad, NULL) == DQN_ERR_ARG, "too many assets");
 
-    void *bufs[] = {io.state, io.counter, io.ep_len, io.ep_return, io.obs, io.final_obs,
-                    io.reward, io.terminated, io.truncated, io.done_return, io.done_len, act,
-                    z, price};
-    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) free(bufs[k]);
+    io_free(&io);
+    free(act), free(z), free(price);
     dqn_vecenv_destroy(&v);
     dqn_env_close(&env);
 }
