@@ -47,15 +47,14 @@ int main(int argc, char **argv) {
     if (loop && dqn_config_set(&c, "env_loop", loop) != DQN_OK) return usage(dqn_last_error());
     if (strcmp(c.env, "cartpole") != 0) return usage("the config's env is not cartpole");
     if (every < 1 || dqn_config_validate(&c) != DQN_OK) return usage("bad config or every");
-    const char *used = strcmp(c.env_loop, "auto") != 0 ? c.env_loop
-                       : strcmp(device, "cuda") == 0 && c.ranks == 1 ? "device" : "host";
+    const char *used = c.env_loop;   /* the loop the trainers ran, once one has been made */
     double total = 0;
     int solved = 0;
     const long seeds = last - first + 1;
     for (long s = first; s <= last; s++) {
         c.seed = (uint64_t)s;
         double t0 = learn_now();
-        double m = learn_until_config(&c, every, 20, 475.0);
+        double m = learn_until_config(&c, every, 20, 475.0, &used);
         double dt = learn_now() - t0;
         total += dt;
         solved += m >= 475.0;

@@ -18,9 +18,10 @@ static inline double learn_now(void) {
 }
 
 /* Trains c up to c->steps with a greedy evaluation of `episodes` every `every` env steps; returns
- * the best evaluation mean and stops at the first that reaches `bar`. */
+ * the best evaluation mean and stops at the first that reaches `bar`. *loop (when loop is not
+ * NULL): the env loop the trainer ran (dqn_trainer_env_loop). */
 static inline double learn_until_config(const dqn_config *cfg, int64_t every, int episodes,
-                                        double bar) {
+                                        double bar, const char **loop) {
     dqn_config c = *cfg;
     const char *device = c.device, *env = c.env;
     const uint64_t seed = c.seed;
@@ -29,6 +30,7 @@ static inline double learn_until_config(const dqn_config *cfg, int64_t every, in
     double t0 = learn_now(), eval_s = 0, best = -INFINITY;
     CHECK_OK(dqn_trainer_create(&c, &t));
     if (!t) return best;
+    if (loop) *loop = dqn_trainer_env_loop(t);
     for (int64_t at = every; at <= budget; at += every) {
         CHECK_OK(dqn_trainer_run_until(t, at));
         double e0 = learn_now(), mean = -INFINITY, sd = 0;
@@ -58,7 +60,7 @@ static inline double learn_until_on(const char *device, const char *env_loop, co
     c.steps = budget;
     snprintf(c.device, sizeof c.device, "%s", device);
     if (env_loop) CHECK_OK(dqn_config_set(&c, "env_loop", env_loop));
-    return learn_until_config(&c, every, episodes, bar);
+    return learn_until_config(&c, every, episodes, bar, NULL);
 }
 
 /* Returns the final policy's greedy mean over `episodes` episodes after the preset's budget. */

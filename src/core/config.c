@@ -91,8 +91,8 @@ static const cfg_row rows[] = {
     CFG_ENUM(env_loop, "auto|host|device", "auto",
              "where the built-in envs step: host = the host's vector; device = backend memory "
              "(one graph a step on cuda; cpu: libm's math, the host loop's bits; cuda: correctly "
-             "rounded sin and cos, the same dynamics with last-bit differences; the market's "
-             "steps are the host's); auto = device on cuda with one rank, else host; external: "
+             "rounded sin and cos, the same dynamics with last-bit differences; the market: the "
+             "host loop's bits on both); auto = device on cuda with one rank, else host; external: "
              "host"),
     CFG_INT(log_interval, 1, INT_MAX, "1000", "env steps between metrics rows"),
     CFG_INT(eval_episodes, 1, 100000, "20", "greedy episodes of the final evaluation"),

@@ -13,10 +13,6 @@
 #include "envs/env_slot.h"
 #include "market/period.h"
 
-#ifndef DQN_MARKET_MAX_ASSETS
-#define DQN_MARKET_MAX_ASSETS DQN_CFG_MAX_BRANCHES
-#endif
-
 /* One env's state: env_step's state slot for DQN_ENV_MARKET. */
 typedef struct {
     int64_t t;                 /* the row of the next decision */

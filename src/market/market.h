@@ -10,8 +10,6 @@
 #include "dqn.h"
 #include "market/period.h"
 
-#define DQN_MARKET_MAX_ASSETS DQN_CFG_MAX_BRANCHES
-
 typedef enum { DQN_TS_INTEGER = 0, DQN_TS_DATE = 1, DQN_TS_DATETIME = 2 } dqn_ts_kind;
 
 /* A table of `rows` periods in time order. */

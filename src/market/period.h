@@ -13,8 +13,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "dqn.h"         /* DQN_CFG_MAX_BRANCHES */
 #include "dqn_philox.h" /* DQN_HD */
 #include "envs/classic_math.h" /* DQN_MUL */
+
+#define DQN_MARKET_MAX_ASSETS DQN_CFG_MAX_BRANCHES   /* an asset is an action branch */
 
 /* Position of action level k of n: -1 + 2k / (n - 1). */
 DQN_HD double dqn_market_position(int k, int n) {

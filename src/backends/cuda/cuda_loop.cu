@@ -1,9 +1,9 @@
 /* The rest of an env step on CUDA (contracts: ops.def): explore, replay_push and
  * episode_record, each one block running the host's arithmetic (train/explore.h,
- * replay/nstep_math.h, train/episodes.h) so that the draws, the windows, the ring's rows, the sum-tree and the
- * episodes' record are the CPU's bits. One block, because an acting step is small (num_envs is
- * at most 4096, of at most 16 branches) and a block's barriers give what the ops need without a
- * second launch: every counter read before it is advanced, and the emissions' order (a prefix
+ * replay/nstep_math.h, train/episodes.h) so that the draws, the windows, the ring's rows, the
+ * sum-tree and the episodes' record are the CPU's bits. One block, because an acting step is
+ * small (num_envs is at most 4096, of at most 16 branches) and a block's barriers give what the
+ * ops need without a second launch: every counter read before it is advanced, and the emissions' order (a prefix
  * sum over the envs' counts) before any row is written. No sync, no copy: capturable. */
 #include "backends/cuda/cuda_common.cuh"
 #include "backends/cuda/cuda_sumtree.cuh"
