@@ -189,6 +189,17 @@ __global__ void k_adam_target_step(float *p, const float *g, float *m, float *v,
                                    float wd, const float *gnorm, float max_norm, int period,
                                    float tau, uint64_t *step, const int32_t *skip,
                                    unsigned *done) {
+    /* the state and the gradient are older than the op issued before this one (ops.def): the
+     * thread's first element is loaded while that op runs */
+    const size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    float p0 = 0.0f, m0 = 0.0f, v0 = 0.0f, g0 = 0.0f, t0 = 0.0f;
+    if (i0 < n) {
+        p0 = p[i0];
+        m0 = m[i0];
+        v0 = v[i0];
+        g0 = g[i0];
+        t0 = target[i0];
+    }
     KERNEL_PROLOGUE();
     __shared__ bool last;
     const uint64_t st = *(volatile const uint64_t *)step;
@@ -196,15 +207,16 @@ __global__ void k_adam_target_step(float *p, const float *g, float *m, float *v,
     const bool copy = period > 0 && (st + 1) % (uint64_t)period == 0;
     const dqn_adam_consts ak = dqn_adam_consts_at(st, gnorm, max_norm, beta1, beta2);
     GRID_STRIDE(i, n) {
-        float pi = p[i];
+        const bool first = i == i0;
+        float pi = first ? p0 : p[i];
         if (adam) {
-            float mi = m[i], vi = v[i];
-            dqn_adam_elem(&ak, g[i], &pi, &mi, &vi, lr, beta1, beta2, eps, wd);
+            float mi = first ? m0 : m[i], vi = first ? v0 : v[i];
+            dqn_adam_elem(&ak, first ? g0 : g[i], &pi, &mi, &vi, lr, beta1, beta2, eps, wd);
             m[i] = mi;
             v[i] = vi;
             p[i] = pi;
         }
-        if (period == 0) target[i] = dqn_polyak(tau, pi, target[i]);
+        if (period == 0) target[i] = dqn_polyak(tau, pi, first ? t0 : target[i]);
         else if (copy) target[i] = pi;
     }
     __syncthreads();
