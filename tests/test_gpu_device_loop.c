@@ -2,10 +2,11 @@
  * math) against the CPU's device loop switched to the CR math, step after step before any
  * update, for CartPole and the market env: the same actions, replay rows, position and size,
  * observations, n-step windows and counters, bit for bit (the forward's Q may differ in its last
- * bits between the backends; a greedy action that flips on a near-tie is reported with its gap). A CUDA device-loop run saved
- * in the middle and resumed gives the uninterrupted run's bits. Then a CartPole run on the CUDA
- * device loop learns: a greedy mean of at least 475 over 20 episodes within 100,000 env
- * steps, as test_gpu_learn_cartpole asks of the CUDA trainer, chosen by env_loop auto. */
+ * bits between the backends; a greedy action that flips on a near-tie is reported with its
+ * gap). A CUDA device-loop run saved in the middle and resumed gives the uninterrupted run's
+ * bits. Then a CartPole run on the CUDA device loop learns: a greedy mean of at least 475 over
+ * 20 episodes within 100,000 env steps, as test_gpu_learn_cartpole asks of the CUDA trainer,
+ * chosen by env_loop auto. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

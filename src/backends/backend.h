@@ -114,7 +114,8 @@ typedef struct {
     const float *z;             /* [rows, cols] the standardised table */
     const double *price;        /* [rows, assets] */
     int rows, cols, assets, levels, window;
-    int first, end, episode_len;  /* episodes start at a uniform row of [first, end - episode_len] */
+    /* episodes start at a uniform row of [first, end - episode_len] */
+    int first, end, episode_len;
     double cost, holding, reward_scale;
 } dqn_market_dev;
 

@@ -3,8 +3,9 @@
  * replay/nstep_math.h, train/episodes.h) so that the draws, the windows, the ring's rows, the
  * sum-tree and the episodes' record are the CPU's bits. One block, because an acting step is
  * small (num_envs is at most 4096, of at most 16 branches) and a block's barriers give what the
- * ops need without a second launch: every counter read before it is advanced, and the emissions' order (a prefix
- * sum over the envs' counts) before any row is written. No sync, no copy: capturable. */
+ * ops need without a second launch: every counter read before it is advanced, and the
+ * emissions' order (a prefix sum over the envs' counts) before any row is written. No sync, no
+ * copy: capturable. */
 #include "backends/cuda/cuda_common.cuh"
 #include "backends/cuda/cuda_sumtree.cuh"
 #include "replay/nstep_math.h"
