@@ -448,10 +448,11 @@ static void time_model_updates(void) {
 
 /* ---- bad input is refused by name, not crashed on ---- */
 
-/* A side branch (side_begin .. side_end, joined by side_join): out of order it is refused; run
- * eagerly and captured, its work is in place after the join. The side runs a long GEMM through
- * cuBLAS (its own workspace) while the main stream runs another; the sum after the join reads
- * both, so a join that did not wait would read the side's output still poisoned. */
+/* Side branches (side_begin(lane) .. side_end, joined by side_join): out of order or out of
+ * range it is refused; run eagerly and captured, their work is in place after the join. Two
+ * lanes run a long GEMM each through cuBLAS (their own workspaces) while the main stream runs
+ * another; the sum after the join reads all three, so a join that did not wait for every lane
+ * would read a side's output still poisoned. */
 /* an fp32 CUDA backend with the own GEMMs up to own_macs multiply-adds and the IQN embedding's
  * one kernel from embed_elems (NULL, checked, when it cannot be made) */
 static dqn_backend *cuda_tuned(double own_macs, double embed_elems) {
@@ -466,8 +467,12 @@ static dqn_backend *cuda_tuned(double own_macs, double embed_elems) {
 static void test_side_branch(void) {
     printf("side branch: out of order calls, then eager and captured runs\n");
     CHECK(gpu->ops->side_end(gpu) == DQN_ERR_ARG, "side_end without side_begin was accepted");
-    CHECK_OK(gpu->ops->side_begin(gpu));
-    CHECK(gpu->ops->side_begin(gpu) == DQN_ERR_ARG, "a second side_begin was accepted");
+    CHECK(gpu->ops->side_begin(gpu, 0) == DQN_ERR_ARG && strstr(dqn_last_error(), "lane 0"),
+          "side lane 0 was accepted: %s", dqn_last_error());
+    CHECK(gpu->ops->side_begin(gpu, DQN_SIDE_LANES + 1) == DQN_ERR_ARG,
+          "side lane %d was accepted", DQN_SIDE_LANES + 1);
+    CHECK_OK(gpu->ops->side_begin(gpu, 1));
+    CHECK(gpu->ops->side_begin(gpu, 2) == DQN_ERR_ARG, "a second side_begin was accepted");
     CHECK(gpu->ops->side_join(gpu) == DQN_ERR_ARG, "side_join with the branch open was accepted");
     CHECK(gpu->ops->capture_begin(gpu) == DQN_ERR_ARG, "capture_begin with the branch open");
     CHECK_OK(gpu->ops->side_end(gpu));
@@ -476,21 +481,29 @@ static void test_side_branch(void) {
     vf X = in_f((size_t)M * K, -1, 1), W = in_f((size_t)N * K, -0.1f, 0.1f);
     vf b = in_f((size_t)N, -1, 1), X2 = in_f((size_t)m * K, -1, 1);
     vf W2 = in_f((size_t)N * K, -0.1f, 0.1f), b2 = in_f((size_t)N, -1, 1);
-    vf Y1 = out_f((size_t)M * N), Y2 = out_f((size_t)m * N);
+    vf W3 = in_f((size_t)N * K, -0.1f, 0.1f);
+    vf Y1 = out_f((size_t)M * N), Y2 = out_f((size_t)m * N), Y3 = out_f((size_t)M * N);
     CPU(linear_fwd, X.c, W.c, b.c, Y1.c, M, K, N);
     CPU(linear_fwd, X2.c, W2.c, b2.c, Y2.c, m, K, N);
-    CPU(axpy, 1.0f, Y1.c, Y2.c, Y2.n);   /* the side's first m rows into the main's */
+    CPU(linear_fwd, X.c, W3.c, NULL, Y3.c, M, K, N);
+    CPU(axpy, 1.0f, Y1.c, Y2.c, Y2.n);   /* the sides' first m rows into the main's */
+    CPU(axpy, 1.0f, Y3.c, Y2.c, Y2.n);
     for (int captured = 0; captured < 2; captured++) {
         void *child = NULL, *exec = NULL;
         poison(Y1.g, Y1.n * sizeof(float));
         poison(Y2.g, Y2.n * sizeof(float));
+        poison(Y3.g, Y3.n * sizeof(float));
         if (captured) CHECK_OK(gpu->ops->capture_begin(gpu));
-        CHECK_OK(gpu->ops->side_begin(gpu));
+        CHECK_OK(gpu->ops->side_begin(gpu, 1));
         CHECK_OK(gpu->ops->linear_fwd(gpu, X.g, W.g, b.g, Y1.g, M, K, N));
+        CHECK_OK(gpu->ops->side_end(gpu));
+        CHECK_OK(gpu->ops->side_begin(gpu, DQN_SIDE_LANES));
+        CHECK_OK(gpu->ops->linear_fwd(gpu, X.g, W3.g, NULL, Y3.g, M, K, N));
         CHECK_OK(gpu->ops->side_end(gpu));
         CHECK_OK(gpu->ops->linear_fwd(gpu, X2.g, W2.g, b2.g, Y2.g, m, K, N));
         CHECK_OK(gpu->ops->side_join(gpu));
         CHECK_OK(gpu->ops->axpy(gpu, 1.0f, Y1.g, Y2.g, Y2.n));
+        CHECK_OK(gpu->ops->axpy(gpu, 1.0f, Y3.g, Y2.g, Y2.n));
         if (captured) {
             CHECK_OK(gpu->ops->capture_end(gpu, &child));
             CHECK_OK(gpu->ops->graph_compose(gpu, &child, 1, &exec));
@@ -498,6 +511,7 @@ static void test_side_branch(void) {
         }
         CHECK_OK(gpu->ops->sync(gpu));
         expect_f(captured ? "captured: side GEMM" : "eager: side GEMM", Y1, TOL_RED);
+        expect_f(captured ? "captured: last lane's GEMM" : "eager: last lane's GEMM", Y3, TOL_RED);
         expect_f(captured ? "captured: main GEMM + side rows" : "eager: main GEMM + side rows",
                  Y2, TOL_RED);
         if (child) gpu->ops->graph_destroy(gpu, child, 0);

@@ -37,6 +37,7 @@ typedef struct {
     dqn_trunk_io trunk;   /* a copy: the caller's lives on its stack */
     size_t count;         /* Q_COPY: floats from in[0] to out[0] */
     float *own;           /* freed once the call has run */
+    int lane;             /* the side lane it was issued on (0: a leaf of heads_bwd) */
 } qcall;
 
 static dqn_backend *inner;
@@ -47,7 +48,8 @@ static int queued, on_side, deferred_total, unbalanced;
 
 static dqn_status push(const qcall *q) {
     if (queued == QMAX) return DQN_ERR(DQN_ERR_ARG, "test: raise QMAX");
-    queue[queued++] = *q;
+    queue[queued] = *q;
+    queue[queued++].lane = on_side;
     deferred_total++;
     return DQN_OK;
 }
@@ -89,10 +91,13 @@ static dqn_status run(const qcall *q) {
     return s;
 }
 
-static dqn_status d_side_begin(dqn_backend *be) {
+static int lanes_used;   /* bit k: lane k had ops */
+
+static dqn_status d_side_begin(dqn_backend *be, int lane) {
     (void)be;
-    if (on_side) unbalanced++;
-    on_side = 1;
+    if (on_side || lane < 1 || lane > DQN_SIDE_LANES) unbalanced++;
+    on_side = lane;
+    lanes_used |= 1 << lane;
     return DQN_OK;
 }
 static dqn_status d_side_end(dqn_backend *be) {
@@ -104,7 +109,11 @@ static dqn_status d_side_end(dqn_backend *be) {
 static dqn_status d_side_join(dqn_backend *be) {
     (void)be;
     if (on_side) unbalanced++;
-    for (int k = 0; k < queued; k++) DQN_TRY(run(&queue[k]));
+    /* the last lane's ops first: an op that read what another lane writes would see it early or
+     * late, as it may on a backend that runs the lanes side by side */
+    for (int lane = DQN_SIDE_LANES; lane >= 0; lane--)
+        for (int k = 0; k < queued; k++)
+            if (queue[k].lane == lane) DQN_TRY(run(&queue[k]));
     queued = 0;
     return DQN_OK;
 }
@@ -238,6 +247,7 @@ static void compare(dqn_backend *deferring, const char *what, const dqn_arch *a,
         CHECK_OK(dqn_model_init_weights(&m[k], 6));
     }
     const int before = deferred_total;
+    lanes_used = 0;
     for (int step = 0; step < 3; step++)
         for (int k = 0; k < 2; k++) CHECK_OK(dqn_model_update(&m[k], &v));
     const size_t n = m[0].L.n_params * sizeof(float);
@@ -245,6 +255,8 @@ static void compare(dqn_backend *deferring, const char *what, const dqn_arch *a,
            split ? ", split bottleneck" : "", (int)health, deferred_total - before);
     CHECK(deferred_total - before > 3 * (2 + a->grn_blocks), "%s: too few side ops (%d)", what,
           deferred_total - before);
+    CHECK(lanes_used == 14, "%s: side lanes used %#x, want 1, 2 and 3 (the target pass and the "
+          "heads' layer, phi's layer, the trunk's)", what, (unsigned)lanes_used);
     CHECK(queued == 0 && !on_side && unbalanced == 0,
           "%s: %d side ops never joined, side open %d, %d unbalanced calls", what, queued, on_side,
           unbalanced);

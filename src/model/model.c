@@ -189,8 +189,8 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
 #define PHI_BIAS_IN_IQN_ELEMS ((size_t)1 << 22)
 
 /* The side branch's ops (backends/ops.def), no-ops on a backend without one (it runs in order). */
-static dqn_status side_begin(dqn_backend *be) {
-    return be->ops->side_begin ? be->ops->side_begin(be) : DQN_OK;
+static dqn_status side_begin(dqn_backend *be, int lane) {
+    return be->ops->side_begin ? be->ops->side_begin(be, lane) : DQN_OK;
 }
 static dqn_status side_end(dqn_backend *be) {
     return be->ops->side_end ? be->ops->side_end(be) : DQN_OK;
@@ -199,32 +199,38 @@ static dqn_status side_join(dqn_backend *be) {
     return be->ops->side_join ? be->ops->side_join(be) : DQN_OK;
 }
 
-/* A layer's backward with its weight gradient (and bias gradient) on the side branch where the
- * backend has one and finds the GEMM worth it (side_dw): dX, on the main lane, is the chain to
- * the layers below, while dW and db are read only by the optimizer (and the health checks of the
- * gradient), after dqn_backward's last side_join. Elsewhere the one op. ldw: W's row stride, as
- * linear_ld_bwd's; ld 0: linear_bwd (W's rows K apart). */
-static dqn_status lin_bwd_at(dqn_backend *be, const float *X, const float *W, int ldw, int ld,
-                             const float *dY, float *dX, int acc, float *dW, float *db, int M,
-                             int K, int N) {
+/* The side lanes of the backward's weight gradients: the heads' input layer and the bottleneck,
+ * phi's layer, the trunk's layers. Each lane runs its GEMMs one after another, so a lane of its
+ * own lets the trunk's small ones start as their inputs are ready rather than after phi's long
+ * reduction (R = B x N rows). */
+enum { LANE_HEADS = 1, LANE_PHI = 2, LANE_TRUNK = 3 };
+
+/* A layer's backward with its weight gradient (and bias gradient) on side lane `lane` where the
+ * backend has side branches and finds the GEMM worth it (side_dw): dX, on the main lane, is the
+ * chain to the layers below, while dW and db are read only by the optimizer (and the health
+ * checks of the gradient), after dqn_backward's last side_join. Elsewhere the one op. ldw: W's
+ * row stride, as linear_ld_bwd's; ld 0: linear_bwd (W's rows K apart). */
+static dqn_status lin_bwd_at(dqn_backend *be, int lane, const float *X, const float *W, int ldw,
+                             int ld, const float *dY, float *dX, int acc, float *dW, float *db,
+                             int M, int K, int N) {
     if (!be->ops->side_begin || !be->ops->side_dw || !be->ops->side_dw(be, M, K, N))
         return ld ? be->ops->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, dW, db, M, K, N)
                   : be->ops->linear_bwd(be, X, W, dY, dX, dW, db, M, K, N);
     if (dX) DQN_TRY(be->ops->linear_ld_bwd(be, X, W, ldw, dY, dX, acc, NULL, NULL, M, K, N));
-    DQN_TRY(side_begin(be));
+    DQN_TRY(side_begin(be, lane));
     DQN_TRY(be->ops->linear_ld_bwd(be, X, W, ldw, dY, NULL, 0, dW, db, M, K, N));
     return side_end(be);
 }
 
-static dqn_status lin_ld_bwd(dqn_backend *be, const float *X, const float *W, int ldw,
+static dqn_status lin_ld_bwd(dqn_backend *be, int lane, const float *X, const float *W, int ldw,
                              const float *dY, float *dX, int acc, float *dW, float *db, int M,
                              int K, int N) {
-    return lin_bwd_at(be, X, W, ldw, 1, dY, dX, acc, dW, db, M, K, N);
+    return lin_bwd_at(be, lane, X, W, ldw, 1, dY, dX, acc, dW, db, M, K, N);
 }
 
-static dqn_status lin_bwd(dqn_backend *be, const float *X, const float *W, const float *dY,
-                          float *dX, float *dW, float *db, int M, int K, int N) {
-    return lin_bwd_at(be, X, W, K, 0, dY, dX, 0, dW, db, M, K, N);
+static dqn_status lin_bwd(dqn_backend *be, int lane, const float *X, const float *W,
+                          const float *dY, float *dX, float *dW, float *db, int M, int K, int N) {
+    return lin_bwd_at(be, lane, X, W, K, 0, dY, dX, 0, dW, db, M, K, N);
 }
 
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
@@ -248,20 +254,21 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
                            G + L->v2.b, G + L->a2.W, G + L->a2.b, R, H, A));
     /* the stacked v1/a1 layer (its bias gradient came with dhva): one GEMM gives du, the sum of
      * both heads' input gradients */
-    DQN_TRY(lin_bwd(be, u, P + L->va.W, w->dhva, w->du, G + L->va.W, NULL, R, U, 2 * H));
+    DQN_TRY(lin_bwd(be, LANE_HEADS, u, P + L->va.W, w->dhva, w->du, G + L->va.W, NULL, R, U,
+                    2 * H));
     /* bottleneck: du -> dcat, or split: du -> the per-sample sums dus, and dz */
     const float *h = f->h[a->grn_blocks];
     const int bn = a->bottleneck > 0, split = bn && f->split;
     if (split) {
         DQN_TRY(be->ops->relu_bwd_tausum(be, f->u, w->du, w->dus, B, T, U, PLAN(hm, d_concat)));
         SLOT(hm, d_concat, w->dus, (size_t)B * U);
-        DQN_TRY(lin_ld_bwd(be, f->z, P + L->bn.W, 2 * d, w->du, w->dz, 0, G + L->bn.W, NULL, R,
-                           d, U));
+        DQN_TRY(lin_ld_bwd(be, LANE_HEADS, f->z, P + L->bn.W, 2 * d, w->du, w->dz, 0,
+                           G + L->bn.W, NULL, R, d, U));
         SLOT(hm, d_z, w->dz, (size_t)R * d);
     } else if (bn) {
         DQN_TRY(be->ops->relu_bwd(be, f->u, w->du, w->du, (size_t)R * U));
-        DQN_TRY(lin_bwd(be, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W, G + L->bn.b, R,
-                        2 * d, U));
+        DQN_TRY(lin_bwd(be, LANE_HEADS, f->cat, P + L->bn.W, w->du, w->dcat, G + L->bn.W,
+                        G + L->bn.b, R, 2 * d, U));
         SLOT(hm, d_concat, w->dcat, (size_t)R * 2 * d);
     } else {
         SLOT(hm, d_z, w->du, (size_t)R * d);
@@ -277,10 +284,10 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     if (bn && !split) SLOT(hm, d_z, w->dz, (size_t)R * d);
     /* split: the h half adds dus W_bn[:, d:2d] to dh; its weight and b_bn gradients from dus */
     if (split)
-        DQN_TRY(lin_ld_bwd(be, h, P + L->bn.W + d, 2 * d, w->dus, w->dh, 1, G + L->bn.W + d,
-                           G + L->bn.b, B, d, U));
+        DQN_TRY(lin_ld_bwd(be, LANE_HEADS, h, P + L->bn.W + d, 2 * d, w->dus, w->dh, 1,
+                           G + L->bn.W + d, G + L->bn.b, B, d, U));
     SLOT(hm, d_trunk, w->dh, (size_t)B * d);
-    DQN_TRY(lin_bwd(be, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W,
+    DQN_TRY(lin_bwd(be, LANE_PHI, f->C, P + L->phi.W, w->dphi, NULL, G + L->phi.W,
                     phi_b ? NULL : G + L->phi.b, R, a->n_cos, d));
     /* trunk, last block first: block l's output gradient in, its input gradient to dh_in[l] */
     const float *dout = w->dh;
@@ -296,15 +303,16 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
         DQN_TRY(be->ops->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
                                      dout, w->dh_in[l], w->dg, G + g->gamma, G + g->beta, B, d,
                                      ht));
-        DQN_TRY(lin_bwd(be, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W, G + g->b.b, B, d,
-                        2 * d));
+        DQN_TRY(lin_bwd(be, LANE_TRUNK, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W,
+                        G + g->b.b, B, d, 2 * d));
         DQN_TRY(be->ops->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
-        DQN_TRY(lin_ld_bwd(be, f->h[l], P + g->a.W, d, w->de, w->dh_in[l], 1, G + g->a.W,
-                           G + g->a.b, B, d, d));
+        DQN_TRY(lin_ld_bwd(be, LANE_TRUNK, f->h[l], P + g->a.W, d, w->de, w->dh_in[l], 1,
+                           G + g->a.W, G + g->a.b, B, d, d));
         SLOT(hm, grn_din[l], w->dh_in[l], (size_t)B * d);
         dout = w->dh_in[l];
     }
-    DQN_TRY(lin_bwd(be, x, P + L->in.W, dout, NULL, G + L->in.W, G + L->in.b, B, a->obs_dim, d));
+    DQN_TRY(lin_bwd(be, LANE_TRUNK, x, P + L->in.W, dout, NULL, G + L->in.W, G + L->in.b, B,
+                    a->obs_dim, d));
     DQN_TRY(side_join(be));
     for (int k = 0; hm && k < L->n_tensors; k++) SLOT(hm, grad[k], G + L->t[k].offset, L->t[k].size);
     return DQN_OK;
@@ -397,7 +405,7 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     int B = c->B;
     SLOT(hm, obs, m->x, (size_t)B * L->arch.obs_dim);
     /* the target pass reads only the sample: a branch of its own beside the online passes */
-    DQN_TRY(side_begin(be));
+    DQN_TRY(side_begin(be, 1));
     DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, 0, NULL));
     DQN_TRY(side_end(be));
     if (c->K == c->N) {

@@ -115,12 +115,13 @@ void cuda_destroy(dqn_backend *be) {
     cuda_impl *c = cuda_of(be);
     if (c) {
         cuda_comm_release(be);
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k <= DQN_SIDE_LANES; k++)
             if (c->lane[k].stream) cudaStreamSynchronize(c->lane[k].stream);
         cuda_gemm_release(c);
         if (c->lt) cublasLtDestroy(c->lt);
         if (c->blas) cublasDestroy(c->blas);
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k <= DQN_SIDE_LANES; k++) {
+            if (c->lane[k].done) cudaEventDestroy(c->lane[k].done);
             if (c->lane[k].workspace) cudaFree(c->lane[k].workspace);
             if (c->lane[k].scratch) cudaFree(c->lane[k].scratch);
             if (c->lane[k].blocks_done) cudaFree(c->lane[k].blocks_done);
@@ -128,7 +129,6 @@ void cuda_destroy(dqn_backend *be) {
             if (c->lane[k].stream) cudaStreamDestroy(c->lane[k].stream);
         }
         if (c->side_fork) cudaEventDestroy(c->side_fork);
-        if (c->side_done) cudaEventDestroy(c->side_done);
         free(c);
     }
     free(be);
@@ -156,9 +156,10 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->pdl = major >= 9;
     CUDA_CHECK(cudaDeviceGetAttribute(&c->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                       device));
-    /* two lanes (the main stream's and the side branch's), the main one current */
-    for (int k = 1; k >= 0; k--) {
+    /* the lanes (the main stream's and the side branches'), the main one current */
+    for (int k = DQN_SIDE_LANES; k >= 0; k--) {
         CUDA_CHECK(cudaStreamCreateWithFlags(&c->lane[k].stream, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&c->lane[k].done, cudaEventDisableTiming));
         CUDA_CHECK(cudaMalloc(&c->lane[k].workspace, CUDA_WORKSPACE_BYTES));
         CUDA_CHECK(cudaMalloc((void **)&c->lane[k].scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));
         CUDA_CHECK(cudaMalloc((void **)&c->lane[k].blocks_done, CUDA_COUNTERS * sizeof(unsigned)));
@@ -171,7 +172,6 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     }
     cuda_lane_use(c, 0);
     CUDA_CHECK(cudaEventCreateWithFlags(&c->side_fork, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&c->side_done, cudaEventDisableTiming));
     CUBLAS_CHECK(cublasCreate(&c->blas));
     CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
     CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, CUDA_WORKSPACE_BYTES));

@@ -55,16 +55,18 @@ typedef struct {
     int comm_aborted;              /* aborted after a peer failed or a wait timed out */
     double comm_timeout_s;         /* 0 = wait on peers forever */
     int pdl;                       /* launch kernels with programmatic dependent launch */
-    /* lane 0, the main stream, and lane 1, the side branch (side_begin .. side_end): the fields
-     * above are copies of the lane the ops issue on (cuda_lane_use) */
+    /* lane 0, the main stream, and lanes 1..DQN_SIDE_LANES, the side branches (side_begin ..
+     * side_end): the fields above are copies of the lane the ops issue on (cuda_lane_use) */
     struct {
         cudaStream_t stream;
         void *workspace;
         float *scratch;
         unsigned *blocks_done, *sg_done;
-    } lane[2];
-    int on_side, side_pending;     /* issuing on the side lane; side work since the last join */
-    cudaEvent_t side_fork, side_done;
+        cudaEvent_t done;            /* a side lane: recorded by side_end */
+        int pending;                 /* a side lane: work since the last join */
+    } lane[1 + DQN_SIDE_LANES];
+    int on_side;                   /* the side lane issued on (0: the main stream) */
+    cudaEvent_t side_fork;
     int smem_optin;                /* shared memory a block may ask for (bytes) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
     dqn_cuda_tunables tune;        /* the thresholds tests may move (backends/cuda_tunables.h) */

@@ -8,7 +8,7 @@
 dqn_status cuda_capture_begin(dqn_backend *be) {
     CUDA_ARG(!cuda_of(be)->on_side, "capture_begin: a side branch is open");
     /* a branch a failed capture left unjoined is not waited on */
-    cuda_of(be)->side_pending = 0;
+    for (int k = 1; k <= DQN_SIDE_LANES; k++) cuda_of(be)->lane[k].pending = 0;
     CUDA_CHECK(cudaStreamBeginCapture(cuda_of(be)->stream, cudaStreamCaptureModeRelaxed));
     return DQN_OK;
 }
@@ -68,8 +68,9 @@ void cuda_graph_destroy(dqn_backend *be, void *graph_or_exec, int is_exec) {
     else cudaGraphDestroy((cudaGraph_t)graph_or_exec);
 }
 
-/* ---- the side branch: ops on a second stream, forked from and joined back into the main one
- * (a parallel branch when captured), with the lane's own workspace, scratch and counters ---- */
+/* ---- the side branches: ops on streams of their own, forked from and joined back into the
+ * main one (parallel branches when captured), each with its own workspace, scratch and
+ * counters ---- */
 
 void cuda_lane_use(cuda_impl *c, int k) {
     c->stream = c->lane[k].stream;
@@ -87,32 +88,37 @@ static dqn_status blas_follow(cuda_impl *c) {
     return DQN_OK;
 }
 
-dqn_status cuda_side_begin(dqn_backend *be) {
+dqn_status cuda_side_begin(dqn_backend *be, int lane) {
     cuda_impl *c = cuda_of(be);
-    CUDA_ARG(!c->on_side, "side_begin: a side branch is open already");
+    CUDA_ARG(!c->on_side, "side_begin: side lane %d is open already", c->on_side);
+    CUDA_ARG(lane >= 1 && lane <= DQN_SIDE_LANES, "side_begin: lane %d, want 1 to %d", lane,
+             DQN_SIDE_LANES);
     CUDA_CHECK(cudaEventRecord(c->side_fork, c->stream));
-    CUDA_CHECK(cudaStreamWaitEvent(c->lane[1].stream, c->side_fork, 0));
-    cuda_lane_use(c, 1);
+    CUDA_CHECK(cudaStreamWaitEvent(c->lane[lane].stream, c->side_fork, 0));
+    cuda_lane_use(c, lane);
     return blas_follow(c);
 }
 
 dqn_status cuda_side_end(dqn_backend *be) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(c->on_side, "side_end: no side branch is open");
-    CUDA_CHECK(cudaEventRecord(c->side_done, c->stream));
-    c->side_pending = 1;
+    const int k = c->on_side;
+    CUDA_CHECK(cudaEventRecord(c->lane[k].done, c->stream));
+    c->lane[k].pending = 1;
     cuda_lane_use(c, 0);
     return blas_follow(c);
 }
 
 dqn_status cuda_side_join(dqn_backend *be) {
     cuda_impl *c = cuda_of(be);
-    CUDA_ARG(!c->on_side, "side_join: the side branch is still open (side_end first)");
-    /* nothing issued there since the last join: no wait (an event recorded in an earlier
-     * capture must not be waited on in this one) */
-    if (!c->side_pending) return DQN_OK;
-    CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->side_done, 0));
-    c->side_pending = 0;
+    CUDA_ARG(!c->on_side, "side_join: side lane %d is still open (side_end first)", c->on_side);
+    /* only the lanes with work since the last join: an event recorded in an earlier capture
+     * must not be waited on in this one */
+    for (int k = 1; k <= DQN_SIDE_LANES; k++) {
+        if (!c->lane[k].pending) continue;
+        CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->lane[k].done, 0));
+        c->lane[k].pending = 0;
+    }
     return DQN_OK;
 }
 
