@@ -24,11 +24,16 @@ import time
 import gymnasium as gym
 import numpy as np
 
-THRESHOLD = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0}
+# Gymnasium's reward thresholds
+THRESHOLD = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0, "Acrobot-v1": -100.0,
+             "MountainCar-v0": -110.0}
 # The zoo's budgets for SB3; dqn's presets' own (CartPole's preset is tuned for 100k steps).
 STEPS = {("sb3", "CartPole-v1"): 50_000, ("sb3", "LunarLander-v3"): 100_000,
-         ("dqn", "CartPole-v1"): 100_000, ("dqn", "LunarLander-v3"): 100_000}
-EVAL_EVERY = {"CartPole-v1": 2_500, "LunarLander-v3": 10_000}
+         ("dqn", "CartPole-v1"): 100_000, ("dqn", "LunarLander-v3"): 100_000,
+         ("sb3", "Acrobot-v1"): 100_000, ("dqn", "Acrobot-v1"): 100_000,
+         ("sb3", "MountainCar-v0"): 120_000, ("dqn", "MountainCar-v0"): 120_000}
+EVAL_EVERY = {"CartPole-v1": 2_500, "LunarLander-v3": 10_000, "Acrobot-v1": 5_000,
+              "MountainCar-v0": 5_000}
 
 
 def zoo_qrdqn(env_id):
@@ -44,6 +49,16 @@ def zoo_qrdqn(env_id):
                     learning_rate=lambda progress: 1.5e-3 * progress, learning_starts=10_000,
                     target_update_interval=1, train_freq=256,
                     policy_kwargs=dict(net_arch=[256, 256], n_quantiles=170))
+    if env_id == "Acrobot-v1":
+        return dict(batch_size=128, buffer_size=50_000, exploration_final_eps=0.1,
+                    exploration_fraction=0.12, gamma=0.99, gradient_steps=-1,
+                    learning_rate=6.3e-4, learning_starts=0, target_update_interval=250,
+                    train_freq=4, policy_kwargs=dict(net_arch=[256, 256], n_quantiles=25))
+    if env_id == "MountainCar-v0":
+        return dict(batch_size=128, buffer_size=10_000, exploration_final_eps=0.07,
+                    exploration_fraction=0.2, gamma=0.98, gradient_steps=8,
+                    learning_rate=4e-3, learning_starts=1000, target_update_interval=600,
+                    train_freq=16, policy_kwargs=dict(net_arch=[256, 256], n_quantiles=25))
     raise ValueError(env_id)
 
 
