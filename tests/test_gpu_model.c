@@ -451,8 +451,8 @@ static void time_model_updates(void) {
 /* Side branches (side_begin(lane) .. side_end, joined by side_join): out of order or out of
  * range it is refused; run eagerly and captured, their work is in place after the join. Two
  * lanes run a long GEMM each through cuBLAS (their own workspaces) while the main stream runs
- * another; the sum after the join reads all three, so a join that did not wait for every lane
- * would read a side's output still poisoned. */
+ * another; the sums read lane 1's output after the join of lane 1 alone and the last lane's after
+ * the join of every lane, so a join that did not wait would read a side's output still poisoned. */
 /* an fp32 CUDA backend with the own GEMMs up to own_macs multiply-adds and the IQN embedding's
  * one kernel from embed_elems (NULL, checked, when it cannot be made) */
 static dqn_backend *cuda_tuned(double own_macs, double embed_elems) {
@@ -473,10 +473,14 @@ static void test_side_branch(void) {
           "side lane %d was accepted", DQN_SIDE_LANES + 1);
     CHECK_OK(gpu->ops->side_begin(gpu, 1));
     CHECK(gpu->ops->side_begin(gpu, 2) == DQN_ERR_ARG, "a second side_begin was accepted");
-    CHECK(gpu->ops->side_join(gpu) == DQN_ERR_ARG, "side_join with the branch open was accepted");
+    CHECK(gpu->ops->side_join(gpu, 0) == DQN_ERR_ARG,
+          "side_join with the branch open was accepted");
     CHECK(gpu->ops->capture_begin(gpu) == DQN_ERR_ARG, "capture_begin with the branch open");
     CHECK_OK(gpu->ops->side_end(gpu));
-    CHECK_OK(gpu->ops->side_join(gpu));
+    CHECK(gpu->ops->side_join(gpu, -1) == DQN_ERR_ARG, "side_join of lane -1 was accepted");
+    CHECK(gpu->ops->side_join(gpu, DQN_SIDE_LANES + 1) == DQN_ERR_ARG,
+          "side_join of lane %d was accepted", DQN_SIDE_LANES + 1);
+    CHECK_OK(gpu->ops->side_join(gpu, 0));
     const int M = 40000, K = 256, N = 256, m = 64;
     vf X = in_f((size_t)M * K, -1, 1), W = in_f((size_t)N * K, -0.1f, 0.1f);
     vf b = in_f((size_t)N, -1, 1), X2 = in_f((size_t)m * K, -1, 1);
@@ -501,8 +505,10 @@ static void test_side_branch(void) {
         CHECK_OK(gpu->ops->linear_fwd(gpu, X.g, W3.g, NULL, Y3.g, M, K, N));
         CHECK_OK(gpu->ops->side_end(gpu));
         CHECK_OK(gpu->ops->linear_fwd(gpu, X2.g, W2.g, b2.g, Y2.g, m, K, N));
-        CHECK_OK(gpu->ops->side_join(gpu));
+        /* lane 1 alone first: the main stream reads its output, then every lane's */
+        CHECK_OK(gpu->ops->side_join(gpu, 1));
         CHECK_OK(gpu->ops->axpy(gpu, 1.0f, Y1.g, Y2.g, Y2.n));
+        CHECK_OK(gpu->ops->side_join(gpu, 0));
         CHECK_OK(gpu->ops->axpy(gpu, 1.0f, Y3.g, Y2.g, Y2.n));
         if (captured) {
             CHECK_OK(gpu->ops->capture_end(gpu, &child));
@@ -521,7 +527,7 @@ static void test_side_branch(void) {
      * after one that used the branch, whose event belongs to that capture */
     void *child = NULL;
     CHECK_OK(gpu->ops->capture_begin(gpu));
-    CHECK_OK(gpu->ops->side_join(gpu));
+    CHECK_OK(gpu->ops->side_join(gpu, 0));
     CHECK_OK(gpu->ops->axpy(gpu, 1.0f, Y1.g, Y2.g, Y2.n));
     CHECK_OK(gpu->ops->capture_end(gpu, &child));
     CHECK(child != NULL, "a capture with a join and nothing pending failed");

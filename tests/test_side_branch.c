@@ -106,14 +106,22 @@ static dqn_status d_side_end(dqn_backend *be) {
     on_side = 0;
     return DQN_OK;
 }
-static dqn_status d_side_join(dqn_backend *be) {
+static dqn_status d_side_join(dqn_backend *be, int lane) {
     (void)be;
-    if (on_side) unbalanced++;
-    /* the last lane's ops first: an op that read what another lane writes would see it early or
-     * late, as it may on a backend that runs the lanes side by side */
-    for (int lane = DQN_SIDE_LANES; lane >= 0; lane--)
+    if (on_side || lane < 0 || lane > DQN_SIDE_LANES) unbalanced++;
+    if (lane) {   /* that lane's ops, in their order; the rest stay queued */
+        int kept = 0;
         for (int k = 0; k < queued; k++)
             if (queue[k].lane == lane) DQN_TRY(run(&queue[k]));
+            else queue[kept++] = queue[k];
+        queued = kept;
+        return DQN_OK;
+    }
+    /* the last lane's ops first: an op that read what another lane writes would see it early or
+     * late, as it may on a backend that runs the lanes side by side */
+    for (int l = DQN_SIDE_LANES; l >= 0; l--)
+        for (int k = 0; k < queued; k++)
+            if (queue[k].lane == l) DQN_TRY(run(&queue[k]));
     queued = 0;
     return DQN_OK;
 }
@@ -255,8 +263,10 @@ static void compare(dqn_backend *deferring, const char *what, const dqn_arch *a,
            split ? ", split bottleneck" : "", (int)health, deferred_total - before);
     CHECK(deferred_total - before > 3 * (2 + a->grn_blocks), "%s: too few side ops (%d)", what,
           deferred_total - before);
-    CHECK(lanes_used == 14, "%s: side lanes used %#x, want 1, 2 and 3 (the target pass and the "
-          "heads' layer, phi's layer, the trunk's)", what, (unsigned)lanes_used);
+    const int every = (1 << (DQN_SIDE_LANES + 1)) - 2;
+    CHECK(lanes_used == every, "%s: side lanes used %#x, want %#x: 1 (the target pass, the heads' "
+          "layer), 2 (phi's layer) and the trunk's layers in turn over the rest", what,
+          (unsigned)lanes_used, (unsigned)every);
     CHECK(queued == 0 && !on_side && unbalanced == 0,
           "%s: %d side ops never joined, side open %d, %d unbalanced calls", what, queued, on_side,
           unbalanced);

@@ -30,7 +30,7 @@ typedef struct {
 } dqn_branches;
 
 #define DQN_TRUNK_MAX_GRN 8       /* the model's DQN_MAX_GRN */
-#define DQN_SIDE_LANES 3          /* side_begin's lanes (ops.def) */
+#define DQN_SIDE_LANES 5          /* side_begin's lanes (ops.def) */
 
 /* One GRN block of the trunk's forward (trunk_fwd): its parameters and the buffers it writes. */
 typedef struct {

@@ -28,6 +28,10 @@
  * H200) */
 #define OWN_GEMM_WIDTH 128
 
+/* Side lanes' kernels below the main lane's in a captured update: where the side's blocks fill the
+ * multiprocessors, the critical path's next kernel waits for them to drain */
+#define SIDE_PRIORITY 0
+
 /* The thresholds a backend reads at each op, not at creation, so that a test or a benchmark may
  * move them on a backend it made (before its first op) to run a path at sizes it does not take
  * by default. */
@@ -35,6 +39,9 @@ typedef struct {
     double own_gemm_macs;     /* own GEMM kernels up to this (default OWN_GEMM_MACS; 0: cuBLAS) */
     double iqn_embed_elems;   /* iqn_embed_fwd's one kernel from this (default IQN_EMBED_ELEMS) */
     int trunk_rows;           /* trunk_fwd's one kernel up to this (default TRUNK_ROWS) */
+    int side_priority;        /* 1: a captured update runs its side lanes' kernels at the lowest
+                               * priority, the main lane's at the highest (default SIDE_PRIORITY);
+                               * read when a graph is built */
 } dqn_cuda_tunables;
 
 #ifdef __cplusplus

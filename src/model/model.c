@@ -195,15 +195,18 @@ static dqn_status side_begin(dqn_backend *be, int lane) {
 static dqn_status side_end(dqn_backend *be) {
     return be->ops->side_end ? be->ops->side_end(be) : DQN_OK;
 }
-static dqn_status side_join(dqn_backend *be) {
-    return be->ops->side_join ? be->ops->side_join(be) : DQN_OK;
+static dqn_status side_join(dqn_backend *be, int lane) {
+    return be->ops->side_join ? be->ops->side_join(be, lane) : DQN_OK;
 }
 
 /* The side lanes of the backward's weight gradients: the heads' input layer and the bottleneck,
- * phi's layer, the trunk's layers. Each lane runs its GEMMs one after another, so a lane of its
- * own lets the trunk's small ones start as their inputs are ready rather than after phi's long
- * reduction (R = B x N rows). */
-enum { LANE_HEADS = 1, LANE_PHI = 2, LANE_TRUNK = 3 };
+ * phi's layer, and the trunk's layers in turn over the rest. Each lane runs its GEMMs one after
+ * another, so lanes of their own let the trunk's small ones start as their inputs are ready
+ * rather than after phi's long reduction (R = B x N rows) or after one another. */
+enum { LANE_HEADS = 1, LANE_PHI = 2, LANE_TRUNK = 3, TRUNK_LANES = DQN_SIDE_LANES - 2 };
+/* the lane of the trunk's k-th weight gradient in the backward's order (block l's W_b and W_a are
+ * k = 2 (grn_blocks - 1 - l) and the next; W_in's is the last) */
+static int trunk_lane(int k) { return LANE_TRUNK + k % TRUNK_LANES; }
 
 /* A layer's backward with its weight gradient (and bias gradient) on side lane `lane` where the
  * backend has side branches and finds the GEMM worth it (side_dw): dX, on the main lane, is the
@@ -293,9 +296,13 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
     const float *dout = w->dh;
     for (int l = a->grn_blocks - 1; l >= 0; l--) {
         const dqn_grn_offsets *g = &L->grn[l];
-        /* the side branch's weight gradients of the block after this one read dg and de, which
-         * this one rewrites */
-        if (l + 1 < a->grn_blocks) DQN_TRY(side_join(be));
+        /* the weight gradients of the block after this one read dg and de, which this one
+         * rewrites */
+        const int k = 2 * (a->grn_blocks - 1 - l);
+        if (l + 1 < a->grn_blocks) {
+            DQN_TRY(side_join(be, trunk_lane(k - 2)));
+            DQN_TRY(side_join(be, trunk_lane(k - 1)));
+        }
         /* LayerNorm and gate: the residual's gradient w.r.t. h into dh_in[l], the gate's into
          * dg; fc1's input gradient is then added to it by its GEMM (the residual's sum). The
          * last block reads d_trunk: in guard mode it runs d_trunk's clamp first. */
@@ -303,17 +310,17 @@ dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, co
         DQN_TRY(be->ops->grn_ln_gate_bwd(be, f->r[l], P + g->gamma, f->mean[l], f->rstd[l], f->g[l],
                                      dout, w->dh_in[l], w->dg, G + g->gamma, G + g->beta, B, d,
                                      ht));
-        DQN_TRY(lin_bwd(be, LANE_TRUNK, f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W,
+        DQN_TRY(lin_bwd(be, trunk_lane(k), f->e[l], P + g->b.W, w->dg, w->de, G + g->b.W,
                         G + g->b.b, B, d, 2 * d));
         DQN_TRY(be->ops->elu_bwd(be, f->e[l], w->de, w->de, (size_t)B * d));
-        DQN_TRY(lin_ld_bwd(be, LANE_TRUNK, f->h[l], P + g->a.W, d, w->de, w->dh_in[l], 1,
+        DQN_TRY(lin_ld_bwd(be, trunk_lane(k + 1), f->h[l], P + g->a.W, d, w->de, w->dh_in[l], 1,
                            G + g->a.W, G + g->a.b, B, d, d));
         SLOT(hm, grn_din[l], w->dh_in[l], (size_t)B * d);
         dout = w->dh_in[l];
     }
-    DQN_TRY(lin_bwd(be, LANE_TRUNK, x, P + L->in.W, dout, NULL, G + L->in.W, G + L->in.b, B,
-                    a->obs_dim, d));
-    DQN_TRY(side_join(be));
+    DQN_TRY(lin_bwd(be, trunk_lane(2 * a->grn_blocks), x, P + L->in.W, dout, NULL, G + L->in.W,
+                    G + L->in.b, B, a->obs_dim, d));
+    DQN_TRY(side_join(be, 0));
     for (int k = 0; hm && k < L->n_tensors; k++) SLOT(hm, grad[k], G + L->t[k].offset, L->t[k].size);
     return DQN_OK;
 }
@@ -419,7 +426,7 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
         DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, 0, NULL));
         DQN_TRY(be->ops->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
     }
-    return side_join(be);
+    return side_join(be, 0);
 }
 
 /* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ, one op

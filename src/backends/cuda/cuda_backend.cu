@@ -148,6 +148,7 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->tune.own_gemm_macs = OWN_GEMM_MACS;
     c->tune.iqn_embed_elems = IQN_EMBED_ELEMS;
     c->tune.trunk_rows = TRUNK_ROWS;
+    c->tune.side_priority = SIDE_PRIORITY;
     c->device = device;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
@@ -156,9 +157,11 @@ static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
     c->pdl = major >= 9;
     CUDA_CHECK(cudaDeviceGetAttribute(&c->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                       device));
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&c->prio_lo, &c->prio_hi));
     /* the lanes (the main stream's and the side branches'), the main one current */
     for (int k = DQN_SIDE_LANES; k >= 0; k--) {
-        CUDA_CHECK(cudaStreamCreateWithFlags(&c->lane[k].stream, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaStreamCreateWithPriority(&c->lane[k].stream, cudaStreamNonBlocking,
+                                                k ? c->prio_lo : c->prio_hi));
         CUDA_CHECK(cudaEventCreateWithFlags(&c->lane[k].done, cudaEventDisableTiming));
         CUDA_CHECK(cudaMalloc(&c->lane[k].workspace, CUDA_WORKSPACE_BYTES));
         CUDA_CHECK(cudaMalloc((void **)&c->lane[k].scratch, CUDA_SCRATCH_FLOATS * sizeof(float)));

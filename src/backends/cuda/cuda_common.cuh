@@ -66,6 +66,7 @@ typedef struct {
         int pending;                 /* a side lane: work since the last join */
     } lane[1 + DQN_SIDE_LANES];
     int on_side;                   /* the side lane issued on (0: the main stream) */
+    int prio_hi, prio_lo;          /* the device's greatest and least stream priorities */
     cudaEvent_t side_fork;
     int smem_optin;                /* shared memory a block may ask for (bytes) */
     unsigned *sg_done;             /* SG_COUNTERS, 0 between the own GEMM's calls */
@@ -125,16 +126,18 @@ const char *cuda_hint(cudaError_t e);
 template <typename... KArgs, typename... Args>
 static inline cudaError_t cuda_launch(const cuda_impl *c, void (*kernel)(KArgs...), dim3 grid,
                                       dim3 block, size_t smem, Args &&...args) {
-    cudaLaunchAttribute at[1];
+    cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = c->pdl;
+    at[1].id = cudaLaunchAttributePriority;
+    at[1].val.priority = c->on_side ? c->prio_lo : c->prio_hi;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = c->stream;
     cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = c->tune.side_priority ? 2 : 1;
     return cudaLaunchKernelEx(&cfg, kernel, static_cast<Args &&>(args)...);
 }
 

@@ -25,7 +25,7 @@ dqn_status cuda_capture_end(dqn_backend *be, void **graph) {
 
 /* The children run in the given order; the parent is only needed until it is instantiated,
  * since a child node holds its own copy of the child graph. */
-static dqn_status compose(cudaGraph_t parent, void *const *children, int n,
+static dqn_status compose(cudaGraph_t parent, void *const *children, int n, int prio,
                           cudaGraphExec_t *exec) {
     cudaGraphNode_t prev = NULL;
     for (int i = 0; i < n; i++) {
@@ -38,18 +38,18 @@ static dqn_status compose(cudaGraph_t parent, void *const *children, int n,
     /* DQN_GRAPH_DOT=FILE: the composed graph (nodes, kernels, edge types) for inspection */
     const char *dot = getenv("DQN_GRAPH_DOT");
     if (dot && *dot) CUDA_CHECK(cudaGraphDebugDotPrint(parent, dot, cudaGraphDebugDotFlagsVerbose));
-    CUDA_CHECK(cudaGraphInstantiate(exec, parent, 0));
+    /* the kernels' own priorities (cuda_launch) rather than the launching stream's */
+    CUDA_CHECK(cudaGraphInstantiate(exec, parent, prio ? cudaGraphInstantiateFlagUseNodePriority : 0));
     return DQN_OK;
 }
 
 dqn_status cuda_graph_compose(dqn_backend *be, void *const *children, int n, void **exec) {
-    (void)be;
     CUDA_ARG(exec && children && n >= 1, "graph_compose: needs an output and at least one child");
     *exec = NULL;
     cudaGraph_t parent;
     CUDA_CHECK(cudaGraphCreate(&parent, 0));
     cudaGraphExec_t e = NULL;
-    dqn_status s = compose(parent, children, n, &e);
+    dqn_status s = compose(parent, children, n, cuda_of(be)->tune.side_priority, &e);
     cudaGraphDestroy(parent);
     if (s == DQN_OK) *exec = e;
     return s;
@@ -109,13 +109,15 @@ dqn_status cuda_side_end(dqn_backend *be) {
     return blas_follow(c);
 }
 
-dqn_status cuda_side_join(dqn_backend *be) {
+dqn_status cuda_side_join(dqn_backend *be, int lane) {
     cuda_impl *c = cuda_of(be);
     CUDA_ARG(!c->on_side, "side_join: side lane %d is still open (side_end first)", c->on_side);
-    /* only the lanes with work since the last join: an event recorded in an earlier capture
+    CUDA_ARG(lane >= 0 && lane <= DQN_SIDE_LANES, "side_join: lane %d, want 0 (every lane) to %d",
+             lane, DQN_SIDE_LANES);
+    /* only the lanes with work since their last join: an event recorded in an earlier capture
      * must not be waited on in this one */
     for (int k = 1; k <= DQN_SIDE_LANES; k++) {
-        if (!c->lane[k].pending) continue;
+        if (!c->lane[k].pending || (lane && k != lane)) continue;
         CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->lane[k].done, 0));
         c->lane[k].pending = 0;
     }
