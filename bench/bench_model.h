@@ -1,11 +1,13 @@
-/* The benchmarks' update: issue 3's two models ("cartpole", "seed"), N = N' = K = 32, and a
+/* The benchmarks' update: the two models ("cartpole", "seed"), N = N' = K = 32, and a
  * replay of random transitions to sample from (bench_update, bench_timeline). */
 #ifndef DQN_BENCH_MODEL_H
 #define DQN_BENCH_MODEL_H
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backends/backend.h"
+#include "backends/cuda_tunables.h"
 #include "core/error.h"
 #include "dqn_philox.h"
 #include "model/model.h"
@@ -90,10 +92,36 @@ static void bench_run_free(bench_update_run *b) {
     dqn_model_destroy(&b->m);
 }
 
-/* what a result line adds about the backend's settings: nothing now that the CUDA backend has no
- * runtime switches (an A/B builds two revisions: scripts/gpu-ab.sh) */
-static inline void bench_switches(char *buf, size_t n) {
-    if (n) buf[0] = 0;
+/* The CUDA backend's thresholds (backends/cuda_tunables.h) a run moves: "own_gemm_macs=X",
+ * "iqn_embed_elems=X", "trunk_rows=X" or "side_priority=0|1" as an argument; *set becomes 1.
+ * 0: not such an argument. */
+static inline int bench_tune_parse(const char *arg, dqn_cuda_tunables *t, int *set) {
+    static const char *const keys[] = {"own_gemm_macs=", "iqn_embed_elems=", "trunk_rows=",
+                                       "side_priority="};
+    for (int k = 0; k < 4; k++) {
+        size_t n = strlen(keys[k]);
+        if (strncmp(arg, keys[k], n) != 0) continue;
+        char *end = NULL;
+        double v = strtod(arg + n, &end);
+        if (end == arg + n || *end || v < 0) return 0;
+        if (k == 0) t->own_gemm_macs = v;
+        else if (k == 1) t->iqn_embed_elems = v;
+        else if (k == 2) t->trunk_rows = (int)v;
+        else t->side_priority = v != 0;
+        *set = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* what a result line adds about the backend: its thresholds where the run moved them */
+static inline void bench_tune_print(char *buf, size_t n, const dqn_cuda_tunables *t, int set) {
+    if (!n) return;
+    buf[0] = 0;
+    if (set)
+        snprintf(buf, n,
+                 "tune own_gemm_macs=%.0f iqn_embed_elems=%.0f trunk_rows=%d side_priority=%d",
+                 t->own_gemm_macs, t->iqn_embed_elems, t->trunk_rows, t->side_priority);
 }
 
 #endif

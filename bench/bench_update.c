@@ -1,11 +1,14 @@
 /* Update-step throughput of the model on one backend: a replay buffer of random transitions,
  * then timed whole updates (sample, forwards, loss, backward, clip, Adam, target sync).
  * usage: bench_update [cpu|cuda|cuda:tf32|count] [MODEL] [off|detect|guard] [taus=T] [isa=I]
- *                     [B ...]
+ *                     [own_gemm_macs=X] [iqn_embed_elems=X] [trunk_rows=X]
+ *                     [side_priority=0|1] [B ...]
  * (default: cpu cartpole off taus=32 32 256); the health mode is the numerical-health
  * subsystem's; MODEL is cartpole, seed, or acrobot / mountaincar (the cartpole model with those
  * envs' observation and action sizes); taus sets N = N' = K (the env presets use 8); isa picks the
- * built-in GEMM's tile kernels (avx512, avx2, portable; default: the best this CPU runs).
+ * built-in GEMM's tile kernels (avx512, avx2, portable; default: the best this CPU runs); the
+ * CUDA backend's size thresholds (backends/cuda_tunables.h) may be moved, to time a path at sizes
+ * that do not take it by default (the line then names them).
  * On cpu with OpenBLAS linked, each B is timed with both GEMMs in this one process and the line
  * gives the built-in GEMM's time as a ratio to OpenBLAS's.
  * "count" times nothing: it runs one update on the counting CPU backend (tests/op_counter.h,
@@ -98,6 +101,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_update: %s: no such tile kernels on this CPU\n", argv[first - 1]);
         return 2;
     }
+    dqn_cuda_tunables tune = {OWN_GEMM_MACS, IQN_EMBED_ELEMS, TRUNK_ROWS, SIDE_PRIORITY};
+    int tuned = 0;
+    while (argc > first && bench_tune_parse(argv[first], &tune, &tuned)) first++;
     if (T < 1) {
         fprintf(stderr, "bench_update: taus must be >= 1\n");
         return 2;
@@ -122,6 +128,8 @@ int main(int argc, char **argv) {
                                    : dqn_backend_cpu_create(&be);
             oc_dry = count;
             if (s) return fail("backend", s);
+            dqn_cuda_tunables *t = cuda ? dqn_backend_cuda_tunables(be) : NULL;
+            if (t && tuned) *t = tune;
             if (cpu) {
                 dqn_cpu_set_threads(1); /* one core, as the solve bench */
                 dqn_cpu_gemm_force_builtin(g == 1);
@@ -135,7 +143,7 @@ int main(int argc, char **argv) {
                     return fail("update", s);
                 static const char *const hname[] = {"off", "detect", "guard"};
                 char sw_set[512] = "";
-                if (cuda) bench_switches(sw_set, sizeof sw_set);
+                if (t) bench_tune_print(sw_set, sizeof sw_set, t, tuned);
                 char gemm[32];
                 if (cuda)
                     snprintf(gemm, sizeof gemm, "own+cublas");
