@@ -583,6 +583,16 @@ int main(void) {
         test_model_update_on(emb, 128, 0, DQN_TARGET_MEAN, 0, 48, 8, 8);
         emb->ops->destroy(emb);
     }
+    /* the side lanes' priorities as the default does not set them: the same update */
+    dqn_backend *prio = cuda_tuned(OWN_GEMM_MACS, IQN_EMBED_ELEMS);
+    dqn_cuda_tunables *pt = prio ? dqn_backend_cuda_tunables(prio) : NULL;
+    if (pt) {
+        pt->side_priority = !SIDE_PRIORITY;
+        printf("side_priority %d:\n", pt->side_priority);
+        test_model_update_on(prio, 64, 24, DQN_TARGET_MEAN, 0, 64, 8, 8);
+        test_model_update_on(prio, 128, 0, DQN_TARGET_INDEPENDENT, 1, 37, 8, 5);
+    }
+    if (prio) prio->ops->destroy(prio);
     if (full) time_model_updates();
     test_side_branch();
     test_errors();
