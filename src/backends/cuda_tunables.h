@@ -19,8 +19,10 @@
 /* trunk_fwd in one kernel (cuda_trunk.cu) up to this many rows */
 #define TRUNK_ROWS 2048
 /* iqn_embed_fwd in one kernel from this many elements of z (R x d), in fp32 math only (with
- * TF32 no clear gain); below, its three ops */
-#define IQN_EMBED_ELEMS ((double)(1 << 22))
+ * TF32 no clear gain); below, its three ops. 2^21 against 2^22 (H100, with five side lanes):
+ * cartpole B = 1024 0.3430 -> 0.3225 ms, seed B = 256 0.5965 -> 0.5855; from 0 (every size)
+ * cartpole B = 32 lost 6% */
+#define IQN_EMBED_ELEMS ((double)(1 << 21))
 /* Own GEMM kernels (cuda_sgemm.cu) up to this many multiply-adds (fp32 math, layers at most
  * OWN_GEMM_WIDTH wide: cuda_gemm.cu), cuBLAS above */
 #define OWN_GEMM_MACS ((double)(1 << 25))
@@ -29,8 +31,10 @@
 #define OWN_GEMM_WIDTH 128
 
 /* Side lanes' kernels below the main lane's in a captured update: where the side's blocks fill the
- * multiprocessors, the critical path's next kernel waits for them to drain */
-#define SIDE_PRIORITY 0
+ * multiprocessors, the critical path's next kernel waits for them to drain (H100, against none:
+ * cartpole B = 256 0.1470 -> 0.1370 ms, B = 4096 0.9630 -> 0.9455, but B = 1024 0.3225 -> 0.3325;
+ * the seed model within 0.3% at B = 256 and 1024) */
+#define SIDE_PRIORITY 1
 
 /* The thresholds a backend reads at each op, not at creation, so that a test or a benchmark may
  * move them on a backend it made (before its first op) to run a path at sizes it does not take
