@@ -39,7 +39,8 @@ static dqn_status compose(cudaGraph_t parent, void *const *children, int n, int 
     const char *dot = getenv("DQN_GRAPH_DOT");
     if (dot && *dot) CUDA_CHECK(cudaGraphDebugDotPrint(parent, dot, cudaGraphDebugDotFlagsVerbose));
     /* the kernels' own priorities (cuda_launch) rather than the launching stream's */
-    CUDA_CHECK(cudaGraphInstantiate(exec, parent, prio ? cudaGraphInstantiateFlagUseNodePriority : 0));
+    CUDA_CHECK(
+        cudaGraphInstantiate(exec, parent, prio ? cudaGraphInstantiateFlagUseNodePriority : 0));
     return DQN_OK;
 }
 
