@@ -5,7 +5,8 @@
  * (the chain's launch and dependency latency) and the time two or more ran at once (the side
  * branches at work). ncu times each kernel alone; this shows them as the graph runs them.
  * usage: bench_timeline [cuda|cuda:tf32] [cartpole|seed] [off|detect|guard] [B] [replays]
- * (defaults: cuda cartpole off 256 200). DQN_TIMELINE_CSV=FILE also writes each kernel of each
+ *                       [own_gemm_macs=X] [iqn_embed_elems=X] [trunk_rows=X] [side_priority=0|1]
+ * (defaults: cuda cartpole off 256 200; the thresholds as bench_update's). DQN_TIMELINE_CSV=FILE also writes each kernel of each
  * replay (replay, start and end in ns from the replay's first start, channel, node, name).
  * Needs a GPU and a build with CUPTI (the Makefile links it where the CUDA toolkit has it). */
 #include <stdio.h>
@@ -147,9 +148,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int B = argc > 4 ? atoi(argv[4]) : 256, replays = argc > 5 ? atoi(argv[5]) : 200;
-    if (strncmp(dev, "cuda", 4) != 0 || B < 1 || replays < 1) {
+    dqn_cuda_tunables tune = {OWN_GEMM_MACS, IQN_EMBED_ELEMS, TRUNK_ROWS, SIDE_PRIORITY};
+    int tuned = 0, bad = 0;
+    for (int i = 6; i < argc; i++) bad |= !bench_tune_parse(argv[i], &tune, &tuned);
+    if (strncmp(dev, "cuda", 4) != 0 || B < 1 || replays < 1 || bad) {
         fprintf(stderr, "usage: bench_timeline [cuda|cuda:tf32] [cartpole|seed] [off|detect|guard] "
-                        "[B] [replays]\n");
+                        "[B] [replays] [own_gemm_macs=X] [iqn_embed_elems=X] [trunk_rows=X] "
+                        "[side_priority=0|1]\n");
         return 2;
     }
     /* before the graph exists: CUPTI traces the kernels of graphs instantiated after this */
@@ -159,6 +164,7 @@ int main(int argc, char **argv) {
     dqn_backend *be = NULL;
     dqn_status s = dqn_backend_cuda_create(&be, 0, tf32 ? DQN_MATH_TF32 : DQN_MATH_FP32);
     if (s) return fail("backend", s);
+    if (tuned) *dqn_backend_cuda_tunables(be) = tune;
     const dqn_arch a = bench_arch(model);
     bench_update_run run;
     if ((s = bench_run_make(&run, be, &a, B, 0, health))) return fail("model and replay", s);
@@ -212,10 +218,12 @@ int main(int argc, char **argv) {
     if (cpath && *cpath && !(csv = fopen(cpath, "w")))
         fprintf(stderr, "bench_timeline: cannot write %s\n", cpath);
     if (csv) fprintf(csv, "replay,rank,start_ns,end_ns,channel,node,grid,block,name\n");
+    char tn[160];
+    bench_tune_print(tn, sizeof tn, &tune, tuned);
     printf("timeline %s model=%s health=%s B=%d: %zu replays of %zu kernels (%zu with that count; "
-           "matched by %s)\n",
+           "matched by %s)%s%s\n",
            dev, model, argc > 3 ? argv[3] : "off", B, ng, nk, same,
-           by_node ? "graph node" : "rank");
+           by_node ? "graph node" : "rank", tuned ? "; " : "", tn);
     printf("%4s %9s %9s %8s %7s %6s %5s  %s\n", "#", "start_us", "end_us", "dur_us", "channel",
            "grid", "block", "kernel");
     for (size_t j = 0; j < nk; j++) {
