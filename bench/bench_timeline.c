@@ -6,8 +6,9 @@
  * branches at work). ncu times each kernel alone; this shows them as the graph runs them.
  * usage: bench_timeline [cuda|cuda:tf32] [cartpole|seed] [off|detect|guard] [B] [replays]
  *                       [own_gemm_macs=X] [iqn_embed_elems=X] [trunk_rows=X] [side_priority=0|1]
- * (defaults: cuda cartpole off 256 200; the thresholds as bench_update's). DQN_TIMELINE_CSV=FILE also writes each kernel of each
- * replay (replay, start and end in ns from the replay's first start, channel, node, name).
+ * (defaults: cuda cartpole off 256 200; the thresholds as bench_update's). DQN_TIMELINE_CSV=FILE
+ * also writes each kernel of each replay (replay, start and end in ns from the replay's first
+ * start, channel, node, name).
  * Needs a GPU and a build with CUPTI (the Makefile links it where the CUDA toolkit has it). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,7 +149,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int B = argc > 4 ? atoi(argv[4]) : 256, replays = argc > 5 ? atoi(argv[5]) : 200;
-    dqn_cuda_tunables tune = {OWN_GEMM_MACS, IQN_EMBED_ELEMS, TRUNK_ROWS, SIDE_PRIORITY};
+    dqn_cuda_tunables tune = DQN_CUDA_TUNABLES_DEFAULT;
     int tuned = 0, bad = 0;
     for (int i = 6; i < argc; i++) bad |= !bench_tune_parse(argv[i], &tune, &tuned);
     if (strncmp(dev, "cuda", 4) != 0 || B < 1 || replays < 1 || bad) {

@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_update: %s: no such tile kernels on this CPU\n", argv[first - 1]);
         return 2;
     }
-    dqn_cuda_tunables tune = {OWN_GEMM_MACS, IQN_EMBED_ELEMS, TRUNK_ROWS, SIDE_PRIORITY};
+    dqn_cuda_tunables tune = DQN_CUDA_TUNABLES_DEFAULT;
     int tuned = 0;
     while (argc > first && bench_tune_parse(argv[first], &tune, &tuned)) first++;
     if (T < 1) {

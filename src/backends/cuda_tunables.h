@@ -48,6 +48,9 @@ typedef struct {
                                * read when a graph is built */
 } dqn_cuda_tunables;
 
+/* the defaults, in the struct's order: a new backend's, and a benchmark's before its arguments */
+#define DQN_CUDA_TUNABLES_DEFAULT {OWN_GEMM_MACS, IQN_EMBED_ELEMS, TRUNK_ROWS, SIDE_PRIORITY}
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -204,6 +204,8 @@ static dqn_status side_join(dqn_backend *be, int lane) {
  * another, so lanes of their own let the trunk's small ones start as their inputs are ready
  * rather than after phi's long reduction (R = B x N rows) or after one another. */
 enum { LANE_HEADS = 1, LANE_PHI = 2, LANE_TRUNK = 3, TRUNK_LANES = DQN_SIDE_LANES - 2 };
+/* the forward's target pass, done before the backward puts anything on the lanes */
+enum { LANE_TARGET = LANE_HEADS };
 /* the lane of the trunk's k-th weight gradient in the backward's order (block l's W_b and W_a are
  * k = 2 (grn_blocks - 1 - l) and the next; W_in's is the last) */
 static int trunk_lane(int k) { return LANE_TRUNK + k % TRUNK_LANES; }
@@ -412,7 +414,7 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     int B = c->B;
     SLOT(hm, obs, m->x, (size_t)B * L->arch.obs_dim);
     /* the target pass reads only the sample: a branch of its own beside the online passes */
-    DQN_TRY(side_begin(be, 1));
+    DQN_TRY(side_begin(be, LANE_TARGET));
     DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, 0, NULL));
     DQN_TRY(side_end(be));
     if (c->K == c->N) {

@@ -145,10 +145,7 @@ static const dqn_ops cuda_ops = {
 /* ---- construction ---- */
 
 static dqn_status cuda_init(cuda_impl *c, int device, dqn_math_mode math) {
-    c->tune.own_gemm_macs = OWN_GEMM_MACS;
-    c->tune.iqn_embed_elems = IQN_EMBED_ELEMS;
-    c->tune.trunk_rows = TRUNK_ROWS;
-    c->tune.side_priority = SIDE_PRIORITY;
+    c->tune = (dqn_cuda_tunables)DQN_CUDA_TUNABLES_DEFAULT;
     c->device = device;
     CUDA_CHECK(cudaSetDevice(device));
     CUDA_CHECK(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
