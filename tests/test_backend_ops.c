@@ -1581,7 +1581,8 @@ static void c_heads_bwd(tc *t) {
            R, H, A);
 }
 
-/* s: B N Nt branches mode kappa*100 weighted; the sequence: iqn_targets, quantile_huber */
+/* s: B N Nt branches mode kappa*100 weighted heads; the sequence: iqn_targets, quantile_huber,
+ * with heads dueling_bwd */
 static void c_targets_huber(tc *t) {
     int B = t->s[0], N = t->s[1], Nt = t->s[2];
     dqn_branches br = br_of(t->s[3]);
@@ -1600,11 +1601,15 @@ static void c_targets_huber(tc *t) {
     const int32_t *act = in_act(t, B, &br);
     float *loss = out_f(t, "loss", 1), *dZ = out_f(t, "dZ", nz),
           *ps = out_f(t, "per_sample", (size_t)B);
+    float *dV = t->s[7] ? out_f(t, "dV", (size_t)B * N) : NULL;
+    float *dAdv = t->s[7] ? out_f(t, "dAdv", nz) : NULL;
     if (t->seq) {
         OP(t, iqn_targets, io.Zt, io.astar, io.R, io.discount, io.y, B, Nt, &br, mode);
         OP(t, quantile_huber, Z, tau, act, io.y, w, loss, dZ, ps, B, N, Nt, &br, mode, kappa);
+        if (dV) OP(t, dueling_bwd, dZ, dV, dAdv, B * N, &br);
     } else {
-        OP(t, targets_huber, &io, Z, tau, act, w, loss, dZ, ps, B, N, Nt, &br, mode, kappa);
+        OP(t, targets_huber, &io, Z, tau, act, w, loss, dZ, ps, dV, dAdv, B, N, Nt, &br, mode,
+           kappa);
     }
 }
 
@@ -2376,10 +2381,12 @@ static const row ROWS[] = {
      FD(fd_heads, S(7, 5, 0), S(5, 9, 1))},
     {.op = "targets_huber",
      .run = c_targets_huber,
-     SHAPES(S_F(DEVSEQ, 7, 5, 3, 0, 0, 100, 1), S_F(DEVSEQ, 9, 4, 6, 1, 0, 100, 0),
-            S_F(DEVSEQ, 7, 5, 3, 0, 1, 100, 1), S_F(DEVSEQ, 9, 4, 6, 1, 1, 70, 0),
-            S_F(DEVSEQ, 6, 3, 5, 2, 0, 50, 1), S_F(DEVSEQ, 64, 32, 32, 1, 0, 100, 1),
-            S_F(DEVSEQ | BIG, 1024, 32, 32, 1, 1, 100, 1)),
+     SHAPES(S_F(DEVSEQ, 7, 5, 3, 0, 0, 100, 1, 1), S_F(DEVSEQ, 9, 4, 6, 1, 0, 100, 0, 1),
+            S_F(DEVSEQ, 7, 5, 3, 0, 1, 100, 1, 0), S_F(DEVSEQ, 9, 4, 6, 1, 1, 70, 0, 1),
+            S_F(DEVSEQ, 6, 3, 5, 2, 0, 50, 1, 1), S_F(DEVSEQ, 64, 32, 32, 1, 0, 100, 1, 0),
+            S_F(DEVSEQ, 64, 32, 32, 1, 0, 100, 1, 1), S_F(DEVSEQ, 1500, 8, 8, 0, 0, 100, 0, 1),
+            S_F(DEVSEQ, 3, 200, 250, 4, 1, 100, 1, 1),
+            S_F(DEVSEQ | BIG, 1024, 32, 32, 1, 1, 100, 1, 1)),
      .nmse = RED,
      .nmse_dev = DEV_RED,
      .flags = SEQ},

@@ -283,6 +283,22 @@ static void test_fused_graph(void) {
     CHECK_OK(gpu->ops->graph_launch(gpu, ex));
     float *s_norms = fetch(norms.g, 8), *s_dwa2 = fetch(dWa2.g, dWa2.n * 4);
     float *s_dba2 = fetch(dba2.g, dba2.n * 4), *s_dgamma = fetch(dgamma.g, dgamma.n * 4);
+    /* captured, heads_bwd gives the eager op's bits */
+    {
+        vf e_dhva = out_f(dhva.n), e_dWv2 = out_f(dWv2.n), e_dbv2 = out_f(1);
+        vf e_dWa2 = out_f(dWa2.n), e_dba2 = out_f(dba2.n);
+        CHECK_OK(gpu->ops->heads_bwd(gpu, hva.g, Wv2.g, Wa2.g, dV.g, dAdv.g, norms.g, 0.5f,
+                                     e_dhva.g, NULL, e_dWv2.g, e_dbv2.g, e_dWa2.g, e_dba2.g, R,
+                                     H, A));
+        expect_same_bits("heads_bwd eager against captured: dWa2", e_dWa2.g, s_dwa2, dWa2.n * 4);
+        expect_same_bits("heads_bwd eager against captured: dba2", e_dba2.g, s_dba2, dba2.n * 4);
+        float *s = fetch(dWv2.g, dWv2.n * 4);
+        expect_same_bits("heads_bwd eager against captured: dWv2", e_dWv2.g, s, dWv2.n * 4);
+        free(s);
+        s = fetch(dhva.g, dhva.n * 4);
+        expect_same_bits("heads_bwd eager against captured: dhva", e_dhva.g, s, dhva.n * 4);
+        free(s);
+    }
     for (int k = 0; k < 2; k++) {
         poison(norms.g, 8);
         poison(dWa2.g, dWa2.n * 4);

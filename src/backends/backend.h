@@ -217,11 +217,13 @@ void dqn_branches_init(dqn_branches *br, int D, const int *sizes);
  * linear_act_fwd (ELU), linear_fwd, grn_gate_ln_fwd */
 dqn_status dqn_trunk_fwd_seq(dqn_backend *be, const dqn_trunk_io *t);
 
-/* targets_huber as its two ops through be's table (op_sequences.c): iqn_targets, quantile_huber */
+/* targets_huber as its ops through be's table (op_sequences.c): iqn_targets, quantile_huber,
+ * [dueling_bwd] */
 dqn_status dqn_targets_huber_seq(dqn_backend *be, const dqn_target_io *t, const float *Z,
                                  const float *tau, const int32_t *act, const float *w,
-                                 float *loss_out, float *dZ, float *per_sample, int B, int N, int Nt,
-                                 const dqn_branches *br, dqn_target_mode mode, float kappa);
+                                 float *loss_out, float *dZ, float *per_sample, float *dV,
+                                 float *dAdv, int B, int N, int Nt, const dqn_branches *br,
+                                 dqn_target_mode mode, float kappa);
 
 /* iqn_embed_fwd as its three ops through be's table (op_sequences.c): cos_embed, linear_act_fwd
  * (ReLU), iqn_fwd; every row of C and phi written */

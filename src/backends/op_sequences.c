@@ -31,9 +31,13 @@ dqn_status dqn_trunk_fwd_seq(dqn_backend *be, const dqn_trunk_io *t) {
 
 dqn_status dqn_targets_huber_seq(dqn_backend *be, const dqn_target_io *t, const float *Z,
                                  const float *tau, const int32_t *act, const float *w,
-                                 float *loss_out, float *dZ, float *per_sample, int B, int N, int Nt,
-                                 const dqn_branches *br, dqn_target_mode mode, float kappa) {
+                                 float *loss_out, float *dZ, float *per_sample, float *dV,
+                                 float *dAdv, int B, int N, int Nt, const dqn_branches *br,
+                                 dqn_target_mode mode, float kappa) {
+    if (!dV != !dAdv)
+        return DQN_ERR(DQN_ERR_ARG, "targets_huber: dV and dAdv go together (one is NULL)");
     DQN_TRY(be->ops->iqn_targets(be, t->Zt, t->astar, t->R, t->discount, t->y, B, Nt, br, mode));
-    return be->ops->quantile_huber(be, Z, tau, act, t->y, w, loss_out, dZ, per_sample, B, N, Nt,
-                                   br, mode, kappa);
+    DQN_TRY(be->ops->quantile_huber(be, Z, tau, act, t->y, w, loss_out, dZ, per_sample, B, N, Nt,
+                                    br, mode, kappa));
+    return dV ? be->ops->dueling_bwd(be, dZ, dV, dAdv, B * N, br) : DQN_OK;
 }

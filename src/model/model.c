@@ -106,6 +106,28 @@ static void bwd_free(dqn_backend *be, dqn_bwd *w) {
 
 _Static_assert(DQN_MAX_GRN == DQN_TRUNK_MAX_GRN, "the trunk op holds every GRN block");
 
+/* The side branch's ops (backends/ops.def), no-ops on a backend without one (it runs in order). */
+static dqn_status side_begin(dqn_backend *be, int lane) {
+    return be->ops->side_begin ? be->ops->side_begin(be, lane) : DQN_OK;
+}
+static dqn_status side_end(dqn_backend *be) {
+    return be->ops->side_end ? be->ops->side_end(be) : DQN_OK;
+}
+static dqn_status side_join(dqn_backend *be, int lane) {
+    return be->ops->side_join ? be->ops->side_join(be, lane) : DQN_OK;
+}
+
+/* The side lanes of the backward's weight gradients: the heads' input layer and the bottleneck,
+ * phi's layer, and the trunk's layers in turn over the rest. Each lane runs its GEMMs one after
+ * another, so lanes of their own let the trunk's small ones start as their inputs are ready
+ * rather than after phi's long reduction (R = B x N rows) or after one another. */
+enum { LANE_HEADS = 1, LANE_PHI = 2, LANE_TRUNK = 3, TRUNK_LANES = DQN_SIDE_LANES - 2 };
+/* the forward's target pass, done before the backward puts anything on the lanes */
+enum { LANE_TARGET = LANE_HEADS };
+/* the lane of the trunk's k-th weight gradient in the backward's order (block l's W_b and W_a are
+ * k = 2 (grn_blocks - 1 - l) and the next; W_in's is the last) */
+static int trunk_lane(int k) { return LANE_TRUNK + k % TRUNK_LANES; }
+
 dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                        const float *tau, dqn_fwd *f, int B, int T, int nb, dqn_model *hm) {
     const dqn_arch *a = &L->arch;
@@ -188,28 +210,6 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
  * extra node */
 #define PHI_BIAS_IN_IQN_ELEMS ((size_t)1 << 22)
 
-/* The side branch's ops (backends/ops.def), no-ops on a backend without one (it runs in order). */
-static dqn_status side_begin(dqn_backend *be, int lane) {
-    return be->ops->side_begin ? be->ops->side_begin(be, lane) : DQN_OK;
-}
-static dqn_status side_end(dqn_backend *be) {
-    return be->ops->side_end ? be->ops->side_end(be) : DQN_OK;
-}
-static dqn_status side_join(dqn_backend *be, int lane) {
-    return be->ops->side_join ? be->ops->side_join(be, lane) : DQN_OK;
-}
-
-/* The side lanes of the backward's weight gradients: the heads' input layer and the bottleneck,
- * phi's layer, and the trunk's layers in turn over the rest. Each lane runs its GEMMs one after
- * another, so lanes of their own let the trunk's small ones start as their inputs are ready
- * rather than after phi's long reduction (R = B x N rows) or after one another. */
-enum { LANE_HEADS = 1, LANE_PHI = 2, LANE_TRUNK = 3, TRUNK_LANES = DQN_SIDE_LANES - 2 };
-/* the forward's target pass, done before the backward puts anything on the lanes */
-enum { LANE_TARGET = LANE_HEADS };
-/* the lane of the trunk's k-th weight gradient in the backward's order (block l's W_b and W_a are
- * k = 2 (grn_blocks - 1 - l) and the next; W_in's is the last) */
-static int trunk_lane(int k) { return LANE_TRUNK + k % TRUNK_LANES; }
-
 /* A layer's backward with its weight gradient (and bias gradient) on side lane `lane` where the
  * backend has side branches and finds the GEMM worth it (side_dw): dX, on the main lane, is the
  * chain to the layers below, while dW and db are read only by the optimizer (and the health
@@ -240,11 +240,11 @@ static dqn_status lin_bwd(dqn_backend *be, int lane, const float *X, const float
 
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                         const dqn_fwd *f, dqn_bwd *w, float *G, int B, int T,
-                        float head_grad_clip, dqn_model *hm) {
+                        float head_grad_clip, int dueling_done, dqn_model *hm) {
     const dqn_arch *a = &L->arch;
     int d = a->d, H = a->head_hidden, R = B * T, U = L->u, A = a->br.A;
     const float *u = a->bottleneck > 0 ? f->u : f->z;
-    DQN_TRY(be->ops->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
+    if (!dueling_done) DQN_TRY(be->ops->dueling_bwd(be, w->dZ, w->dV, w->dAdv, R, &a->br));
     SLOT(hm, d_value, w->dV, R);
     SLOT(hm, d_adv, w->dAdv, (size_t)R * A);
     /* SPEC 4: the whole-batch L2 norms of d_value_logits and d_adv_logits; heads_bwd applies
@@ -431,9 +431,15 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     return side_join(be, 0);
 }
 
-/* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ, one op
- * (targets_huber) unless a fault goes between them; with prioritised replay the loss is
- * importance-weighted and each sample's loss becomes its row's priority. */
+/* Whether the IQN stage's op also takes dZ through the dueling combine's backward (dV, dAdv):
+ * unless a fault goes between its parts. */
+static int iqn_stage_fused(const dqn_model *m, const dqn_model *hm) {
+    return m->be->ops->targets_huber && !SEAM(hm, y) && !SEAM(hm, dZ);
+}
+
+/* Stage 2, IQN: the targets and the quantile Huber loss with its gradient dZ, and the dueling
+ * combine's backward, one op (targets_huber) unless a fault goes between them; with prioritised
+ * replay the loss is importance-weighted and each sample's loss becomes its row's priority. */
 static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
     dqn_backend *be = m->be;
     const dqn_update_cfg *c = &m->ucfg;
@@ -441,10 +447,12 @@ static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
     int B = c->B;
     const size_t ny = (size_t)B * (c->mode == DQN_TARGET_MEAN ? 1 : br->D) * c->Nt;
     float *w = c->weighted ? m->w : NULL, *ps = m->per ? m->ps : NULL;
+    const int fused = iqn_stage_fused(m, hm);
     if (be->ops->targets_huber && !SEAM(hm, y)) {
         const dqn_target_io t = {m->f_tgt.Z, m->astar, m->R, m->disc, m->y};
         DQN_TRY(be->ops->targets_huber(be, &t, m->f_on.Z, m->tau, m->act, w, m->loss, m->bw.dZ, ps,
-                                   B, c->N, c->Nt, br, c->mode, c->kappa));
+                                       fused ? m->bw.dV : NULL, fused ? m->bw.dAdv : NULL, B,
+                                       c->N, c->Nt, br, c->mode, c->kappa));
         SLOT(hm, y, m->y, ny);
     } else {
         DQN_TRY(be->ops->iqn_targets(be, m->f_tgt.Z, m->astar, m->R, m->disc, m->y, B, c->Nt, br,
@@ -463,7 +471,7 @@ static dqn_status stage_iqn(dqn_model *m, dqn_model *hm) {
 static dqn_status stage_backward(dqn_model *m, dqn_model *hm) {
     const dqn_update_cfg *c = &m->ucfg;
     return dqn_backward(m->be, &m->L, m->params, m->x, &m->f_on, &m->bw, m->grads, c->B, c->N,
-                        c->head_grad_clip, hm);
+                        c->head_grad_clip, iqn_stage_fused(m, hm), hm);
 }
 
 /* Stage 4, optimizer: the global norm; Adam, the target update and the counter increment in one
@@ -557,25 +565,18 @@ static dqn_status record_update(dqn_model *m, const dqn_replay_view *rv) {
 
 dqn_status dqn_model_update_loaded(dqn_model *m) { return record_update(m, NULL); }
 
-/* The capture of the update: one child graph per stage (the sampling goes with the forward), composed
- * into one executable graph. */
+/* The capture of the update: every stage (the sampling goes with the forward) in one capture, so
+ * that programmatic dependent launch carries across the stages' seams (a child graph per stage
+ * would end each with a full dependency); made one executable graph. */
 static dqn_status capture_update(dqn_model *m, const dqn_replay_view *rv) {
     dqn_backend *be = m->be;
-    dqn_model *hm = dqn_model_probe(m);
-    stage_fn st[MAX_STAGES];
-    int n = stages_of(m, st);
-    void *child[MAX_STAGES] = {NULL};
-    dqn_status s = DQN_OK;
-    for (int k = 0; k < n && s == DQN_OK; k++) {
-        if ((s = be->ops->capture_begin(be)) != DQN_OK) break;
-        if (k == 0) s = record_sample(m, rv);
-        if (s == DQN_OK) s = st[k](m, hm);
-        dqn_status e = be->ops->capture_end(be, &child[k]);
-        if (s == DQN_OK) s = e;
-    }
-    if (s == DQN_OK) s = be->ops->graph_compose(be, child, n, &m->graph_exec);
-    for (int j = 0; j < n; j++)
-        if (child[j]) be->ops->graph_destroy(be, child[j], 0);
+    void *child = NULL;
+    DQN_TRY(be->ops->capture_begin(be));
+    dqn_status s = record_update(m, rv);
+    dqn_status e = be->ops->capture_end(be, &child);
+    if (s == DQN_OK) s = e;
+    if (s == DQN_OK) s = be->ops->graph_compose(be, &child, 1, &m->graph_exec);
+    if (child) be->ops->graph_destroy(be, child, 0);
     return s;
 }
 

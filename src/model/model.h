@@ -122,10 +122,11 @@ void dqn_fwd_free(dqn_backend *be, dqn_fwd *f);
  * NULL. */
 dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                        const float *tau, dqn_fwd *f, int B, int T, int nb, dqn_model *hm);
-/* Gradients of the loss w.r.t. P into G, given dZ in bw->dZ, for the pass f on x; hm as above. */
+/* Gradients of the loss w.r.t. P into G, given dZ in bw->dZ (and, when dueling_done, its
+ * dueling_bwd in bw->dV and bw->dAdv), for the pass f on x; hm as above. */
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                         const dqn_fwd *f, dqn_bwd *bw, float *G, int B, int T,
-                        float head_grad_clip, dqn_model *hm);
+                        float head_grad_clip, int dueling_done, dqn_model *hm);
 
 /* The loss and gradients of one batch already in m->x .. m->tau_k (no sampling, no optimizer,
  * no health checks). */

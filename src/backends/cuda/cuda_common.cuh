@@ -308,6 +308,31 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
     return red[0];
 }
 
+/* The dueling combine's backward of one row g [A] (dueling_bwd's kernel and targets_huber's):
+ * dV sums every column, branch by branch, in double */
+__device__ __forceinline__ void dueling_bwd_row(const float *g, float *da, float *dv,
+                                                const dqn_branches &br) {
+    double tot = 0.0;
+    for (int b = 0; b < br.D; b++) {
+        int o = br.off[b], n = br.n[b];
+        double s = 0.0;
+        for (int k = 0; k < n; k++) s += g[o + k];
+        float mean = (float)(s / n);
+        for (int k = 0; k < n; k++) da[o + k] = g[o + k] - mean;
+        tot += s;
+    }
+    *dv = (float)tot;
+}
+
+/* A target of mode MEAN from the target net's row at the a* of each branch (iqn_targets' kernel
+ * and targets_huber's); __fmul_rn keeps R + disc * z from contracting into an FMA, as on the CPU */
+__device__ __forceinline__ float target_mean(const float *row, const int32_t *as, float R,
+                                             float disc, const dqn_branches &br) {
+    double t = 0.0;
+    for (int b = 0; b < br.D; b++) t += row[br.off[b] + as[b]];
+    return R + __fmul_rn(disc, (float)(t / br.D));
+}
+
 /* Column sums of a row-major [M, N] matrix, one launch and deterministic (cuda_reduce.cu):
  * out1[j] = sum_m A[m,j]; with x, mean, rstd given (LayerNorm), also
  * out0[j] = sum_m A[m,j] * (x[m,j] - mean[m]) * rstd[m]. */

@@ -38,23 +38,10 @@ __global__ void k_dueling_fwd(const float *V, const float *Adv, float *Z, size_t
     }
 }
 
-/* one thread per row: dV sums every column, branch by branch */
+/* one thread per row */
 __global__ void k_dueling_bwd(const float *dZ, float *dV, float *dAdv, size_t R, dqn_branches br) {
     KERNEL_PROLOGUE();
-    GRID_STRIDE(r, R) {
-        const float *g = dZ + r * (size_t)br.A;
-        float *da = dAdv + r * (size_t)br.A;
-        double tot = 0.0;
-        for (int b = 0; b < br.D; b++) {
-            int o = br.off[b], n = br.n[b];
-            double s = 0.0;
-            for (int k = 0; k < n; k++) s += g[o + k];
-            float mean = (float)(s / n);
-            for (int k = 0; k < n; k++) da[o + k] = g[o + k] - mean;
-            tot += s;
-        }
-        dV[r] = (float)tot;
-    }
+    GRID_STRIDE(r, R) dueling_bwd_row(dZ + r * (size_t)br.A, dAdv + r * (size_t)br.A, dV + r, br);
 }
 
 /* One warp per state: lane c sums column c's K values (double, k in order, QA_BATCH loads in
@@ -97,19 +84,16 @@ __global__ void k_q_argmax(const float *__restrict__ Z, float *__restrict__ Q,
     }
 }
 
-/* __fmul_rn keeps R + disc * z from contracting into an FMA, as on the CPU */
 __global__ void k_targets_mean(const float *Zt, const int32_t *astar, const float *R,
                                const float *disc, float *y, size_t B, int Nt, dqn_branches br) {
     KERNEL_PROLOGUE();
     GRID_STRIDE(e, B * (size_t)Nt) {
         size_t s = e / (size_t)Nt;
-        const float *row = Zt + e * (size_t)br.A;
-        double t = 0.0;
-        for (int b = 0; b < br.D; b++) t += row[br.off[b] + astar[s * (size_t)br.D + b]];
-        y[e] = R[s] + __fmul_rn(disc[s], (float)(t / br.D));
+        y[e] = target_mean(Zt + e * (size_t)br.A, astar + s * (size_t)br.D, R[s], disc[s], br);
     }
 }
 
+/* __fmul_rn as in target_mean */
 __global__ void k_targets_indep(const float *Zt, const int32_t *astar, const float *R,
                                 const float *disc, float *y, size_t B, int Nt, dqn_branches br) {
     KERNEL_PROLOGUE();

@@ -1,8 +1,9 @@
 /* The quantile Huber loss and its gradient. One block per sample: each thread takes (branch, tau)
  * pairs and sums over the Nt targets; the sample's gradient goes to shared memory and the block
  * then writes the sample's whole dZ rows (zero off the taken actions), so every element is written
- * once. The batch loss is a second, single-block pass over the per-sample sums: a fixed tree, no
- * atomics. The arithmetic is double, as in the CPU reference (it is a small part of the step). */
+ * once. The batch loss is a second, single-block pass over the per-sample sums (in targets_huber's
+ * kernel, its last block's): a fixed tree, no float atomics. The arithmetic is double, as in the
+ * CPU reference (it is a small part of the step). */
 #include "backends/cuda/cuda_common.cuh"
 
 #define QH_THREADS 128
@@ -94,12 +95,12 @@ __global__ void k_loss_final(const double *weighted, int B, float *loss_out) {
     if (tid == 0) loss_out[0] = (float)(total / B);
 }
 
-dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
-                               const int32_t *act, const float *y, const float *w, float *loss_out,
-                               float *dZ, float *per_sample, int B, int N, int Nt,
-                               const dqn_branches *br, dqn_target_mode mode, float kappa) {
-    const char *op = "quantile_huber";
-    cuda_impl *c = cuda_of(be);
+/* The loss ops' shared checks; *smem: qh_block's shared memory, *inv_k: 1/kappa where exact */
+static dqn_status qh_prepare(cuda_impl *c, const char *op, const float *Z, const float *tau,
+                             const int32_t *act, const float *y, const float *loss_out,
+                             const float *dZ, int B, int N, int Nt, const dqn_branches *br,
+                             dqn_target_mode mode, float kappa, size_t *smem, double *inv_k) {
+    (void)c;
     DQN_TRY(cuda_check_branches(br));
     CUDA_ARG(B >= 1 && N >= 1 && Nt >= 1, "%s: bad shape B=%d N=%d Nt=%d", op, B, N, Nt);
     CUDA_ARG(mode == DQN_TARGET_MEAN || mode == DQN_TARGET_INDEPENDENT,
@@ -107,14 +108,26 @@ dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau
     CUDA_ARG(kappa > 0.0f, "%s: kappa=%g must be > 0", op, (double)kappa);
     CUDA_ARG(Z && tau && act && y && loss_out && dZ, "%s: a required pointer is NULL", op);
     CUDA_ARG((size_t)B <= CUDA_SCRATCH_FLOATS / 2, "%s: B=%d exceeds the scratch", op, B);
-    size_t smem = QH_THREADS * sizeof(double) + (size_t)br->D * N * sizeof(float) +
-                  (size_t)br->A * sizeof(int);
-    if (smem > 48 * 1024)
+    *smem = QH_THREADS * sizeof(double) + (size_t)br->D * N * sizeof(float) +
+            (size_t)br->A * sizeof(int);
+    if (*smem > 48 * 1024)
         return DQN_ERR(DQN_ERR_UNSUPPORTED,
                        "%s: D*N=%d and A=%d need %zu bytes of shared memory (max 48 KiB)", op,
-                       br->D * N, br->A, smem);
+                       br->D * N, br->A, *smem);
     int e2;
-    const double inv_k = frexp((double)kappa, &e2) == 0.5 ? 1.0 / (double)kappa : 0.0;
+    *inv_k = frexp((double)kappa, &e2) == 0.5 ? 1.0 / (double)kappa : 0.0;
+    return DQN_OK;
+}
+
+dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau,
+                               const int32_t *act, const float *y, const float *w, float *loss_out,
+                               float *dZ, float *per_sample, int B, int N, int Nt,
+                               const dqn_branches *br, dqn_target_mode mode, float kappa) {
+    cuda_impl *c = cuda_of(be);
+    size_t smem = 0;
+    double inv_k = 0.0;
+    DQN_TRY(qh_prepare(c, "quantile_huber", Z, tau, act, y, loss_out, dZ, B, N, Nt, br, mode,
+                       kappa, &smem, &inv_k));
     double *weighted = (double *)c->scratch;
     KLAUNCH(c, k_quantile_huber, (unsigned)B, QH_THREADS, smem, Z, tau, act, y, w, dZ, per_sample,
             weighted, B, N, Nt, *br, (int)mode, kappa, inv_k);
@@ -122,12 +135,84 @@ dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau
     return DQN_OK;
 }
 
-/* targets (iqn_targets), then the loss: the same two ops as the CPU's sequence */
+/* targets_huber in one kernel, sample s's block: its targets y (iqn_targets' arithmetic), then
+ * qh_block reading them, then with dV its N rows' dueling gradients (dueling_bwd's); the block
+ * that finishes last sums the per-sample losses as k_loss_final does, its tree of
+ * QH_FINAL_THREADS sums walked by this block's threads (the same pairs, the same bits). */
+__global__ void k_targets_huber(dqn_target_io t, const float *Z, const float *tau,
+                                const int32_t *act, const float *w, float *dZ, float *per_sample,
+                                float *dV, float *dAdv, double *weighted, unsigned *done,
+                                float *loss_out, int B, int N, int Nt, dqn_branches br, int mode,
+                                float kappa, double inv_k) {
+    KERNEL_PROLOGUE();
+    extern __shared__ double shd[];
+    __shared__ bool last;
+    const int s = blockIdx.x, tid = threadIdx.x;
+    const int ny = mode == DQN_TARGET_MEAN ? Nt : br.D * Nt;
+    const int32_t *as = t.astar + (size_t)s * br.D;
+    for (int e = tid; e < ny; e += QH_THREADS) {
+        const size_t ge = (size_t)s * ny + e;
+        if (mode == DQN_TARGET_MEAN) {
+            t.y[ge] = target_mean(t.Zt + ge * (size_t)br.A, as, t.R[s], t.discount[s], br);
+        } else {
+            const int b = e / Nt, j = e % Nt;
+            const float z = t.Zt[((size_t)s * Nt + j) * (size_t)br.A + br.off[b] + as[b]];
+            t.y[ge] = t.R[s] + __fmul_rn(t.discount[s], z);   /* as target_mean */
+        }
+    }
+    __syncthreads();   /* the block's targets, read back by qh_block */
+    qh_block(Z, tau, act, t.y, w, dZ, per_sample, weighted, B, N, Nt, br, mode, kappa, inv_k);
+    if (dV) {
+        __syncthreads();   /* the sample's dZ rows */
+        for (int i = tid; i < N; i += QH_THREADS) {
+            const size_t r = (size_t)s * N + i;
+            dueling_bwd_row(dZ + r * (size_t)br.A, dAdv + r * (size_t)br.A, dV + r, br);
+        }
+    }
+    if (tid == 0) {
+        __threadfence();   /* weighted[s], written by this thread in qh_block */
+        last = atomicAdd(done, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    double *red = shd;   /* [QH_FINAL_THREADS] */
+    for (int v = tid; v < QH_FINAL_THREADS; v += QH_THREADS) {
+        double acc = 0.0;
+        for (int q = v; q < B; q += QH_FINAL_THREADS) acc += ((volatile double *)weighted)[q];
+        red[v] = acc;
+    }
+    __syncthreads();
+    for (int o = QH_FINAL_THREADS / 2; o >= 32; o >>= 1) {
+        for (int v = tid; v < o; v += QH_THREADS) red[v] += red[v + o];
+        __syncthreads();
+    }
+    if (tid < 32) {
+        double v = red[tid];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+        if (tid == 0) {
+            loss_out[0] = (float)(v / B);
+            *done = 0;
+        }
+    }
+}
+
 dqn_status cuda_targets_huber(dqn_backend *be, const dqn_target_io *t, const float *Z,
                               const float *tau, const int32_t *act, const float *w,
-                              float *loss_out, float *dZ, float *per_sample, int B, int N, int Nt,
-                              const dqn_branches *br, dqn_target_mode mode, float kappa) {
-    CUDA_ARG(t, "targets_huber: NULL targets");
-    return dqn_targets_huber_seq(be, t, Z, tau, act, w, loss_out, dZ, per_sample, B, N, Nt, br,
-                                 mode, kappa);
+                              float *loss_out, float *dZ, float *per_sample, float *dV,
+                              float *dAdv, int B, int N, int Nt, const dqn_branches *br,
+                              dqn_target_mode mode, float kappa) {
+    const char *op = "targets_huber";
+    cuda_impl *c = cuda_of(be);
+    CUDA_ARG(t && t->Zt && t->astar && t->R && t->discount, "%s: NULL targets", op);
+    CUDA_ARG(!dV == !dAdv, "%s: dV and dAdv go together (one is NULL)", op);
+    size_t smem = 0;
+    double inv_k = 0.0;
+    DQN_TRY(qh_prepare(c, op, Z, tau, act, t->y, loss_out, dZ, B, N, Nt, br, mode, kappa, &smem,
+                       &inv_k));
+    const size_t fin = QH_FINAL_THREADS * sizeof(double);   /* the last block's tree */
+    KLAUNCH(c, k_targets_huber, (unsigned)B, QH_THREADS, smem > fin ? smem : fin, *t, Z, tau, act,
+            w, dZ, per_sample, dV, dAdv, (double *)c->scratch, c->blocks_done, loss_out, B, N, Nt,
+            *br, (int)mode, kappa, inv_k);
+    return DQN_OK;
 }
