@@ -96,11 +96,10 @@ __global__ void k_loss_final(const double *weighted, int B, float *loss_out) {
 }
 
 /* The loss ops' shared checks; *smem: qh_block's shared memory, *inv_k: 1/kappa where exact */
-static dqn_status qh_prepare(cuda_impl *c, const char *op, const float *Z, const float *tau,
-                             const int32_t *act, const float *y, const float *loss_out,
-                             const float *dZ, int B, int N, int Nt, const dqn_branches *br,
-                             dqn_target_mode mode, float kappa, size_t *smem, double *inv_k) {
-    (void)c;
+static dqn_status qh_prepare(const char *op, const float *Z, const float *tau, const int32_t *act,
+                             const float *y, const float *loss_out, const float *dZ, int B, int N,
+                             int Nt, const dqn_branches *br, dqn_target_mode mode, float kappa,
+                             size_t *smem, double *inv_k) {
     DQN_TRY(cuda_check_branches(br));
     CUDA_ARG(B >= 1 && N >= 1 && Nt >= 1, "%s: bad shape B=%d N=%d Nt=%d", op, B, N, Nt);
     CUDA_ARG(mode == DQN_TARGET_MEAN || mode == DQN_TARGET_INDEPENDENT,
@@ -126,7 +125,7 @@ dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau
     cuda_impl *c = cuda_of(be);
     size_t smem = 0;
     double inv_k = 0.0;
-    DQN_TRY(qh_prepare(c, "quantile_huber", Z, tau, act, y, loss_out, dZ, B, N, Nt, br, mode,
+    DQN_TRY(qh_prepare("quantile_huber", Z, tau, act, y, loss_out, dZ, B, N, Nt, br, mode,
                        kappa, &smem, &inv_k));
     double *weighted = (double *)c->scratch;
     KLAUNCH(c, k_quantile_huber, (unsigned)B, QH_THREADS, smem, Z, tau, act, y, w, dZ, per_sample,
@@ -208,7 +207,7 @@ dqn_status cuda_targets_huber(dqn_backend *be, const dqn_target_io *t, const flo
     CUDA_ARG(!dV == !dAdv, "%s: dV and dAdv go together (one is NULL)", op);
     size_t smem = 0;
     double inv_k = 0.0;
-    DQN_TRY(qh_prepare(c, op, Z, tau, act, t->y, loss_out, dZ, B, N, Nt, br, mode, kappa, &smem,
+    DQN_TRY(qh_prepare(op, Z, tau, act, t->y, loss_out, dZ, B, N, Nt, br, mode, kappa, &smem,
                        &inv_k));
     const size_t fin = QH_FINAL_THREADS * sizeof(double);   /* the last block's tree */
     KLAUNCH(c, k_targets_huber, (unsigned)B, QH_THREADS, smem > fin ? smem : fin, *t, Z, tau, act,
