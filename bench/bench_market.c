@@ -113,8 +113,9 @@ static int fold_timing(const char *device, const char *loop) {
     for (int k = 0; k < c.folds; k++) {
         printf("market fold %d %s %s: %lld env steps, train %.2f s (%.0f env steps/s incl. "
                "updates), out-of-sample eval %.3f s (%d periods), agent %+.1f%%\n",
-               k, device, c.env_loop, (long long)r[k].env_steps, r[k].train_s, (double)r[k].env_steps / r[k].train_s,
-               r[k].eval_s, r[k].n, 100 * r[k].m[DQN_WF_AGENT].total_return);
+               k, device, c.env_loop, (long long)r[k].env_steps, r[k].train_s,
+               (double)r[k].env_steps / r[k].train_s, r[k].eval_s, r[k].n,
+               100 * r[k].m[DQN_WF_AGENT].total_return);
         sum += r[k].train_s + r[k].eval_s;
         dqn_fold_result_free(&r[k]);
     }
