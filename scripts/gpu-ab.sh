@@ -7,7 +7,8 @@
 #   The device:  run tool with carry [".abbase"]:  bash scripts/gpu-ab.sh run
 #   The working tree is measured as "tree" beside them (AB_TREE=0: not). AB_RUNS="cuda,cartpole,off
 #   cuda,seed,detect ..." (device,model,health), BS="256 4096", PASSES (default 2),
-#   TESTS="test_gpu_model test_gpu_health" (run first, on every build but the base's).
+#   TESTS="test_gpu_model test_gpu_health" (run first, on every build but the base's);
+#   AB_TARGETS="bench_update test_gpu_model": build only these (bench/ or tests/ names; default all).
 #   AB_STAGE=build (builds and TESTS) then, in a second call that does not carry .abbase (so
 #   that the builds stay), AB_STAGE=bench: a run too long for one call.
 # Logs under $OUT when set (else build-gpu/ab-logs); exits non-zero if a build or test failed.
@@ -31,7 +32,7 @@ prepare)
     echo "on the device: carry [\"$AB\"], bash scripts/gpu-ab.sh run"
     exit 0;;
 run) ;;
-*) sed -n '2,13p' "$0"; exit 2;;
+*) sed -n '2,14p' "$0"; exit 2;;
 esac
 [ -f "$AB/base/Makefile" ] || { echo "no $AB/base: run 'gpu-ab.sh prepare BASE [REV...]' here and carry it"; exit 2; }
 export PATH=$PATH:/usr/local/cuda/bin NCCL_NVLS_ENABLE=0
@@ -49,9 +50,13 @@ for k in "${!names[@]}"; do echo "${names[$k]}: $(cat "${dirs[$k]}/.rev" 2>/dev/
 bad=0
 if [ "$STAGE" != bench ]; then
     jobs=$(( $(nproc) / ${#names[@]} )); [ "$jobs" -ge 2 ] || jobs=2
+    targets=()
+    for t in ${AB_TARGETS:-}; do
+        case $t in bench_*) targets+=("build-gpu/bench/$t");; *) targets+=("build-gpu/tests/$t");; esac
+    done
     pids=()
     for k in "${!names[@]}"; do
-        (cd "${dirs[$k]}" && make -j$jobs BUILD=build-gpu CUDA=1 CUDA_ARCH=sm_90) \
+        (cd "${dirs[$k]}" && make -j$jobs BUILD=build-gpu CUDA=1 CUDA_ARCH=sm_90 "${targets[@]}") \
             > "$LOG/build-${names[$k]}.log" 2>&1 &
         pids+=($!)
     done
