@@ -545,8 +545,10 @@ static void test_presets(void) {
               c.lr == 2.3e-3 && c.tau_target == 0.01 && c.d == def.d,
           "cartpole preset");
     CHECK_OK(dqn_config_preset(&c, "acrobot"));
-    CHECK(strcmp(c.env, "acrobot") == 0 && c.gamma == 0.99 && c.steps == 100000 && c.n_step == 1 &&
-              c.grn_blocks == 0 && c.lr == 6.3e-4 && c.tau_target == 0.005,
+    CHECK(strcmp(c.env, "acrobot") == 0 && c.gamma == 0.995 && c.steps == 100000 && c.n_step == 1 &&
+              c.grn_blocks == def.grn_blocks && c.lr == 4.5e-4 && c.batch_size == 128 &&
+              c.train_freq == 1 && c.tau_target == 0 && c.target_period == 250 &&
+              c.n_tau == 16 && c.n_tau_target == 32 && c.k_tau == 8 && c.eps_end == 0.01,
           "acrobot preset");
     CHECK_OK(dqn_config_validate(&c));
     /* a preset starts from the defaults, whatever c held */
