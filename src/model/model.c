@@ -129,11 +129,24 @@ enum { LANE_TARGET = LANE_HEADS };
 static int trunk_lane(int k) { return LANE_TRUNK + k % TRUNK_LANES; }
 
 dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
-                       const float *tau, dqn_fwd *f, int B, int T, int nb, dqn_model *hm) {
+                       const float *tau, dqn_fwd *f, int B, int T, int nb, int phi_lane,
+                       dqn_model *hm) {
     const dqn_arch *a = &L->arch;
     int d = a->d, H = a->head_hidden, R = B * T, A = a->br.A;
     /* the slots cover the online pass on x: its first hB samples */
     size_t hB = hm ? (size_t)hm->ucfg.B : (size_t)B, hR = hB * (size_t)T;
+    /* phi's layer reads only the taus: where iqn_embed_fwd would run it as its own ops anyway,
+     * it goes to side lane phi_lane, beside the trunk */
+    const int phi_side = phi_lane > 0 && be->ops->side_begin && !SEAM(hm, phi) && !SEAM(hm, z) &&
+                         !(be->ops->iqn_embed_hosts &&
+                           be->ops->iqn_embed_hosts(be, B, T, a->n_cos, d));
+    if (phi_side) {
+        DQN_TRY(side_begin(be, phi_lane));
+        DQN_TRY(be->ops->cos_embed(be, tau, f->C, R, a->n_cos));
+        DQN_TRY(be->ops->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos,
+                                        d, DQN_ACT_RELU));
+        DQN_TRY(side_end(be));
+    }
     /* trunk: h0 = W_in x + b_in; GRN blocks. One op, unless a fault must land between blocks */
     dqn_trunk_io t = {.x = x, .W_in = P + L->in.W, .b_in = P + L->in.b, .h0 = f->h[0], .M = B,
                       .obs = a->obs_dim, .d = d, .L = a->grn_blocks};
@@ -164,7 +177,13 @@ dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, con
     float *cat = m > 0 && !f->split ? f->cat : NULL;
     /* phi's and z's checks, where the op computes them as it writes the buffers (model_health.c) */
     const void *hplan = PLAN(hm, phi);
-    if (SEAM(hm, phi) || SEAM(hm, z)) {
+    if (phi_side) {
+        DQN_TRY(side_join(be, phi_lane));
+        SLOT(hm, phi, f->phi, hR * d);
+        DQN_TRY(be->ops->iqn_fwd(be, h, f->phi, f->z, cat, B, T, d));
+        SLOT(hm, z, f->z, hR * d);
+        if (hplan) DQN_TRY(be->ops->health_check(be, hplan));
+    } else if (SEAM(hm, phi) || SEAM(hm, z)) {
         DQN_TRY(be->ops->cos_embed(be, tau, f->C, R, a->n_cos));
         DQN_TRY(be->ops->linear_act_fwd(be, f->C, P + L->phi.W, P + L->phi.b, f->phi, R, a->n_cos, d,
                                     DQN_ACT_RELU));
@@ -415,17 +434,19 @@ static dqn_status stage_forward(dqn_model *m, dqn_model *hm) {
     SLOT(hm, obs, m->x, (size_t)B * L->arch.obs_dim);
     /* the target pass reads only the sample: a branch of its own beside the online passes */
     DQN_TRY(side_begin(be, LANE_TARGET));
-    DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, 0, NULL));
+    DQN_TRY(dqn_forward(be, L, m->target, m->xn, m->tau_t, &m->f_tgt, B, c->Nt, 0, 0, NULL));
     DQN_TRY(side_end(be));
     if (c->K == c->N) {
         /* one online pass over [x; x'] with [tau; tau_k] (adjacent buffers): its first B*N rows
          * are the online net on x (the backward reads that prefix), the rest pick a* */
-        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, 2 * B, c->N, B, hm));
+        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, 2 * B, c->N, B, LANE_PHI,
+                            hm));
         DQN_TRY(be->ops->q_argmax(be, m->f_on.Z + (size_t)B * c->N * br->A, NULL, m->astar, B, c->K,
                               br));
     } else {
-        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N, B, hm));
-        DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, 0, NULL));
+        DQN_TRY(dqn_forward(be, L, m->params, m->x, m->tau, &m->f_on, B, c->N, B, LANE_PHI, hm));
+        DQN_TRY(dqn_forward(be, L, m->params, m->xn, m->tau_k, &m->f_sel, B, c->K, 0, LANE_PHI,
+                            NULL));
         DQN_TRY(be->ops->q_argmax(be, m->f_sel.Z, NULL, m->astar, B, c->K, br));
     }
     return side_join(be, 0);

@@ -118,10 +118,12 @@ dqn_status dqn_fwd_alloc(dqn_backend *be, const dqn_layout *L, dqn_fwd *f, int B
 void dqn_fwd_free(dqn_backend *be, dqn_fwd *f);
 /* Z [B*T, A] of the net with parameters P on x [B, obs] and taus [B*T]. nb: the first samples a
  * dqn_backward will read the pass of (0: none; the IQN embedding keeps its cosines and phi for
- * those only). hm: the model whose health slots this pass fills (its online pass on x), else
- * NULL. */
+ * those only). phi_lane: a side lane (no side branch open) phi's layer may run on beside the
+ * trunk, joined before z = h * phi; 0: none. hm: the model whose health slots this pass fills (its
+ * online pass on x), else NULL. */
 dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
-                       const float *tau, dqn_fwd *f, int B, int T, int nb, dqn_model *hm);
+                       const float *tau, dqn_fwd *f, int B, int T, int nb, int phi_lane,
+                       dqn_model *hm);
 /* Gradients of the loss w.r.t. P into G, given dZ in bw->dZ (and, when dueling_done, its
  * dueling_bwd in bw->dV and bw->dAdv), for the pass f on x; hm as above. */
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,

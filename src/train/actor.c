@@ -60,7 +60,7 @@ static dqn_status record_act(dqn_actor *a, dqn_backend *be, const dqn_layout *L,
         DQN_TRY(o->step_incr(be, a->step));
         tau = a->tau;
     }
-    DQN_TRY(dqn_forward(be, L, P, a->obs, tau, &a->f, n, a->K, 0, NULL));
+    DQN_TRY(dqn_forward(be, L, P, a->obs, tau, &a->f, n, a->K, 0, 0, NULL));
     DQN_TRY(o->q_argmax(be, a->f.Z, a->q, a->act, n, a->K, &ar->br));
     DQN_TRY(o->d2h_async(be, a->act_pin, a->act, (size_t)n * ar->br.D * sizeof(int32_t)));
     return o->d2h_async(be, a->q_pin, a->q, (size_t)n * ar->br.A * sizeof(float));
