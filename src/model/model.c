@@ -121,7 +121,12 @@ static dqn_status side_join(dqn_backend *be, int lane) {
  * phi's layer, and the trunk's layers in turn over the rest. Each lane runs its GEMMs one after
  * another, so lanes of their own let the trunk's small ones start as their inputs are ready
  * rather than after phi's long reduction (R = B x N rows) or after one another. */
-enum { LANE_HEADS = 1, LANE_PHI = 2, LANE_TRUNK = 3, TRUNK_LANES = DQN_SIDE_LANES - 2 };
+enum {
+    LANE_HEADS = 1,
+    LANE_PHI = DQN_PHI_LANE,
+    LANE_TRUNK = 3,
+    TRUNK_LANES = DQN_SIDE_LANES - 2
+};
 /* the forward's target pass, done before the backward puts anything on the lanes */
 enum { LANE_TARGET = LANE_HEADS };
 /* the lane of the trunk's k-th weight gradient in the backward's order (block l's W_b and W_a are

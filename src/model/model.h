@@ -124,6 +124,8 @@ void dqn_fwd_free(dqn_backend *be, dqn_fwd *f);
 dqn_status dqn_forward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,
                        const float *tau, dqn_fwd *f, int B, int T, int nb, int phi_lane,
                        dqn_model *hm);
+/* the side lane of phi's layer in the update's online passes and the device loop's acting pass */
+enum { DQN_PHI_LANE = 2 };
 /* Gradients of the loss w.r.t. P into G, given dZ in bw->dZ (and, when dueling_done, its
  * dueling_bwd in bw->dV and bw->dAdv), for the pass f on x; hm as above. */
 dqn_status dqn_backward(dqn_backend *be, const dqn_layout *L, const float *P, const float *x,

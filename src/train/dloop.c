@@ -248,7 +248,8 @@ static dqn_status record_step(dqn_trainer *t) {
     const int n = t->cfg.num_envs;
     const size_t nk = (size_t)n * a->K;
     DQN_TRY(o->rand_uniform(be, a->tau, nk, t->cfg.seed, DQN_STREAM_TAU_ACT, a->step, nk));
-    DQN_TRY(dqn_forward(be, L, t->model.params, d->io.obs, a->tau, &a->f, n, a->K, 0, 0, NULL));
+    DQN_TRY(dqn_forward(be, L, t->model.params, d->io.obs, a->tau, &a->f, n, a->K, 0,
+                        DQN_PHI_LANE, NULL));
     DQN_TRY(o->q_argmax(be, a->f.Z, a->q, a->act, n, a->K, &L->arch.br));
     DQN_TRY(o->explore(be, &d->x, &L->arch.br, a->act, a->act));
     DQN_TRY(o->d2d(be, d->prev, d->io.obs, (size_t)n * t->env.obs_dim * sizeof(float)));
