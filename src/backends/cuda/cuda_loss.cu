@@ -10,12 +10,13 @@
 #define QH_FINAL_THREADS 1024
 
 /* red[0] + ... + red[n-1] (n a power of two >= 64, red written and synced) by the tree
- * red[t] += red[t + o], o = n/2 .. 1; the levels o < 32 run in warp 0 as shuffles, which pair
- * the same elements. Thread 0 gets the total. */
+ * red[t] += red[t + o], o = n/2 .. 1, walked by the block's threads whatever their number; the
+ * levels o < 32 run in warp 0 as shuffles, which pair the same elements. Thread 0 gets the
+ * total. */
 __device__ __forceinline__ double tree_sum_d(double *red, int n) {
     const int tid = threadIdx.x;
     for (int o = n / 2; o >= 32; o >>= 1) {
-        if (tid < o) red[tid] += red[tid + o];
+        for (int t = tid; t < o; t += blockDim.x) red[t] += red[t + o];
         __syncthreads();
     }
     double v = 0.0;
@@ -24,6 +25,22 @@ __device__ __forceinline__ double tree_sum_d(double *red, int n) {
         for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
     }
     return v;
+}
+
+/* The batch loss from the per-sample sums: QH_FINAL_THREADS partial sums (partial v adds
+ * weighted[v], weighted[v + QH_FINAL_THREADS], ...), then their tree; the same pairs and bits
+ * whatever the block's size (red: QH_FINAL_THREADS doubles of shared memory). */
+__device__ __forceinline__ void loss_final(const double *weighted, int B, float *loss_out,
+                                           double *red) {
+    for (int v = threadIdx.x; v < QH_FINAL_THREADS; v += blockDim.x) {
+        double acc = 0.0;
+        /* volatile: other blocks' sums, in targets_huber's last block */
+        for (int q = v; q < B; q += QH_FINAL_THREADS) acc += ((const volatile double *)weighted)[q];
+        red[v] = acc;
+    }
+    __syncthreads();
+    const double total = tree_sum_d(red, QH_FINAL_THREADS);
+    if (threadIdx.x == 0) loss_out[0] = (float)(total / B);
 }
 
 /* One sample's block (s = blockIdx.x). */
@@ -86,13 +103,7 @@ __global__ void k_quantile_huber(const float *Z, const float *tau, const int32_t
 __global__ void k_loss_final(const double *weighted, int B, float *loss_out) {
     KERNEL_PROLOGUE();
     __shared__ double red[QH_FINAL_THREADS];
-    int tid = threadIdx.x;
-    double acc = 0.0;
-    for (int s = tid; s < B; s += QH_FINAL_THREADS) acc += weighted[s];
-    red[tid] = acc;
-    __syncthreads();
-    const double total = tree_sum_d(red, QH_FINAL_THREADS);
-    if (tid == 0) loss_out[0] = (float)(total / B);
+    loss_final(weighted, B, loss_out, red);
 }
 
 /* The loss ops' shared checks; *smem: qh_block's shared memory, *inv_k: 1/kappa where exact */
@@ -136,8 +147,7 @@ dqn_status cuda_quantile_huber(dqn_backend *be, const float *Z, const float *tau
 
 /* targets_huber in one kernel, sample s's block: its targets y (iqn_targets' arithmetic), then
  * qh_block reading them, then with dV its N rows' dueling gradients (dueling_bwd's); the block
- * that finishes last sums the per-sample losses as k_loss_final does, its tree of
- * QH_FINAL_THREADS sums walked by this block's threads (the same pairs, the same bits). */
+ * that finishes last sums the per-sample losses as k_loss_final does (loss_final). */
 __global__ void k_targets_huber(dqn_target_io t, const float *Z, const float *tau,
                                 const int32_t *act, const float *w, float *dZ, float *per_sample,
                                 float *dV, float *dAdv, double *weighted, unsigned *done,
@@ -175,25 +185,8 @@ __global__ void k_targets_huber(dqn_target_io t, const float *Z, const float *ta
     __syncthreads();
     if (!last) return;
     __threadfence();
-    double *red = shd;   /* [QH_FINAL_THREADS] */
-    for (int v = tid; v < QH_FINAL_THREADS; v += QH_THREADS) {
-        double acc = 0.0;
-        for (int q = v; q < B; q += QH_FINAL_THREADS) acc += ((volatile double *)weighted)[q];
-        red[v] = acc;
-    }
-    __syncthreads();
-    for (int o = QH_FINAL_THREADS / 2; o >= 32; o >>= 1) {
-        for (int v = tid; v < o; v += QH_THREADS) red[v] += red[v + o];
-        __syncthreads();
-    }
-    if (tid < 32) {
-        double v = red[tid];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-        if (tid == 0) {
-            loss_out[0] = (float)(v / B);
-            *done = 0;
-        }
-    }
+    loss_final(weighted, B, loss_out, shd);
+    if (tid == 0) *done = 0;
 }
 
 dqn_status cuda_targets_huber(dqn_backend *be, const dqn_target_io *t, const float *Z,
